@@ -1,0 +1,2 @@
+/* placeholder until the harness lands */
+int main(void) { return 0; }

@@ -1,0 +1,8 @@
+/* The fucina command: one function per subcommand. Each returns the process
+ * exit status: 0 success, 1 failure, 2 bad usage or bad input. */
+#ifndef FC_CLI_CLI_H
+#define FC_CLI_CLI_H
+
+int fc_cmd_info(int argc, char **argv);
+
+#endif

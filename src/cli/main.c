@@ -1,0 +1,46 @@
+/* fucina: the command-line entry point. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fucina/fucina.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", fc_cmd_info, "CPU features, ISAs and the kernel chosen for every dispatch slot"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: fucina <command> [options]\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'fucina <command> --help' for a command's options.\n"
+               "Environment: FUCINA_ISA=<isa> caps the kernel ISA; FUCINA_VERBOSE_DISPATCH=1 prints choices.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("fucina %s\n", FUCINA_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "fucina: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

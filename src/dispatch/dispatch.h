@@ -1,0 +1,30 @@
+/* Internal side of dispatch: the resolved kernel table and ISA queries.
+ * Runtime code calls kernels only through fck_kernels(). */
+#ifndef FC_DISPATCH_DISPATCH_H
+#define FC_DISPATCH_DISPATCH_H
+
+#include <stddef.h>
+
+#include "fucina/gen/fck_isa.h"
+#include "fucina/gen/fck_kernels.h"
+
+/* The resolved table (resolves on first call; thread-safe). */
+const fck_table *fck_kernels(void);
+
+/* Does this CPU (and OS) support the ISA / its test-only twin? */
+int fck_isa_supported(fck_isa isa);
+int fck_isa_twin_supported(fck_isa isa);
+/* A static string naming the features the ISA needs and the CPU lacks. */
+const char *fck_isa_missing_features(fck_isa isa);
+
+/* Re-resolve with a cap ("avx2", NULL for none). Returns 0 and fills err on
+ * an unknown name. For tests and tools; not safe while kernels run. */
+int fck_dispatch_resolve(const char *cap, char *err, size_t errlen);
+
+/* The ISA chosen for slot i (after resolution). */
+fck_isa fck_dispatch_chosen_isa(size_t slot);
+
+/* Parse a cap name; returns 0 (and fills err with the valid names) if unknown. */
+int fck_isa_parse_cap(const char *name, fck_isa *out, char *err, size_t errlen);
+
+#endif
