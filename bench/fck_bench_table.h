@@ -27,7 +27,7 @@ typedef struct fcb_arm {
     const char *symbol, *slot, *kernel, *family, *dtype;
     size_t elem_size;
     fck_isa isa;
-    unsigned tile;
+    const char *tile; /* "64" or "6x32" */
     int is_dispatch;
     double read, write, flops; /* elements of dtype read/written, and flops, per element */
     fcb_shape shape;

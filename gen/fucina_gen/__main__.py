@@ -119,8 +119,8 @@ def cmd_explain(args):
             from .registry import template_for
             tpl = template_for(args.templates, a.family, a.isa)
             print(f"{a.symbol}")
-            print(f"  kernel    {a.kernel.name} ({os.path.basename(reg.path)}:{a.kernel.line})")
-            print(f"  family    {a.family.name} ({os.path.basename(reg.path)}:{a.family.line}): {a.family.doc}")
+            print(f"  kernel    {a.kernel.name} ({os.path.relpath(a.kernel.path or reg.path)}:{a.kernel.line})")
+            print(f"  family    {a.family.name} ({os.path.relpath(a.family.path or reg.path)}:{a.family.line}): {a.family.doc}")
             print(f"  dtype     {a.dtype.name} (storage {a.dtype.ctype}, compute {a.dtype.compute})")
             print(f"  isa       {a.isa.name} (rank {a.isa.rank}; flags: {' '.join(a.isa.cflags) or '(baseline)'}; "
                   f"requires: {', '.join(a.isa.requires) or 'nothing'})")

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-SYMBOL_RE = re.compile(r"^fck_(?P<what>[a-z0-9_]+?)__(?P<isa>[a-z0-9_]+?)_u(?P<tile>[0-9]+)$")
+SYMBOL_RE = re.compile(r"^fck_(?P<what>[a-z0-9_]+?)__(?P<isa>[a-z0-9_]+?)_u(?P<tile>[0-9]+(?:x[0-9]+)?)$")
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,7 @@ class Family:
     default_arms: Dict[str, dict]
     ref_tolerance: dict
     line: int
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,17 @@ class Arm:
     family: Family
     dtype: DType
     isa: Isa
-    tile: int
+    tile: object                  # lanes per main-loop step (int), or "MRxNR" for register tiles
     is_dispatch: bool
     params: dict                  # extra per-arm parameters from the registry (e.g. mr, nr)
+
+    @property
+    def mr_nr(self):
+        """(MR, NR) of a register-tile arm ("6x32"), else None."""
+        if isinstance(self.tile, str):
+            mr, nr = self.tile.split("x")
+            return int(mr), int(nr)
+        return None
 
     @property
     def what(self):
@@ -115,6 +124,7 @@ class Kernel:
     attrs: dict                   # family-specific keys (scalar, vector, ref, domain, ...)
     arms_spec: Dict[str, dict]
     line: int
+    path: str = ""
 
 
 @dataclass

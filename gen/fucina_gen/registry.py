@@ -10,6 +10,7 @@ registry's invariants (docs/KERNELS.md, "Invariants"):
   - each arm's dispatch tile is one of its tiles.
 """
 import os
+import re
 
 from . import yamlsrc
 from .model import Arm, DType, Family, Isa, Kernel, Registry
@@ -28,7 +29,8 @@ ARCHES = tuple(sorted(KNOWN_FEATURES))
 NAN_POLICIES = ("propagate", "any", "unchecked")
 COMPUTE_TYPES = ("f32", "f64", "i32")
 
-TOP_KEYS = {"schema", "isas", "dtypes", "families", "kernels"}
+TOP_KEYS = {"schema", "isas", "dtypes", "families", "kernels", "include"}
+INCLUDED_KEYS = {"families", "kernels"}
 ISA_KEYS = {"arch", "cflags", "requires", "rank", "vocab", "width", "parent", "twin", "doc"}
 TWIN_KEYS = {"cflags", "requires", "define"}
 DTYPE_KEYS = {"ctype", "size", "compute", "to_compute", "from_compute", "ulp_bits", "doc"}
@@ -45,7 +47,8 @@ class _Ctx:
 
     def err(self, node, key, message):
         line = node.line_of(key) if isinstance(node, (LDict, LList)) else 0
-        raise RegistryError(self.path, line, message)
+        path = getattr(node, "path", None) or self.path
+        raise RegistryError(path, line, message)
 
     def require_map(self, parent, key, value):
         if not isinstance(value, LDict):
@@ -163,8 +166,9 @@ def _parse_arms(ctx, parent, key, raw, isas, where):
         spec = ctx.require_map(raw, isa, spec)
         ctx.check_keys(spec, ARM_KEYS, f"{where}.arms.{isa}")
         tiles = spec.get("tiles", [1])
-        if not isinstance(tiles, list) or not tiles or not all(isinstance(t, int) and t > 0 for t in tiles):
-            ctx.err(spec, "tiles", f"{where}.arms.{isa}: tiles must be a non-empty list of positive integers")
+        if not isinstance(tiles, list) or not tiles or not all(_valid_tile(t) for t in tiles):
+            ctx.err(spec, "tiles", f"{where}.arms.{isa}: tiles must be a non-empty list of positive integers "
+                    f"or register tiles 'MRxNR'")
         dispatch = spec.get("dispatch", tiles[-1])
         if dispatch not in tiles:
             ctx.err(spec, "dispatch", f"{where}.arms.{isa}: dispatch tile {dispatch} is not among tiles {list(tiles)}")
@@ -172,6 +176,14 @@ def _parse_arms(ctx, parent, key, raw, isas, where):
                     "dtypes": ctx.str_list(spec, "dtypes", spec.get("dtypes")) or None,
                     "params": dict(spec.get("params") or {}), "node": spec}
     return out
+
+
+def _valid_tile(t):
+    if isinstance(t, bool):
+        return False
+    if isinstance(t, int):
+        return t > 0
+    return isinstance(t, str) and re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", t) is not None
 
 
 def _parse_families(ctx, raw, isas):
@@ -191,7 +203,7 @@ def _parse_families(ctx, raw, isas):
                             kernel_keys=ctx.str_list(spec, "kernel_keys", spec.get("kernel_keys")),
                             required_keys=ctx.str_list(spec, "required_keys", spec.get("required_keys")),
                             bench=dict(spec.get("bench") or {}), default_arms=arms,
-                            ref_tolerance=ref_tol, line=raw.line_of(name))
+                            ref_tolerance=ref_tol, line=raw.line_of(name), path=spec.path or ctx.path)
     return fams
 
 
@@ -202,10 +214,10 @@ def _parse_kernels(ctx, raw, isas, dtypes, fams):
     seen = {}
     for idx, spec in enumerate(raw):
         if not isinstance(spec, LDict):
-            raise RegistryError(ctx.path, raw.line_of(idx), "each kernel must be a mapping")
+            raise RegistryError(raw.path or ctx.path, raw.line_of(idx), "each kernel must be a mapping")
         for req in ("name", "family", "dtypes"):
             if req not in spec:
-                raise RegistryError(ctx.path, spec.line, f"kernel #{idx + 1} is missing '{req}'")
+                raise RegistryError(spec.path or ctx.path, spec.line, f"kernel #{idx + 1} is missing '{req}'")
         name = spec["name"]
         if not isinstance(name, str) or not name.replace("_", "").isalnum() or not name[0].isalpha() \
                 or name != name.lower() or "__" in name:
@@ -265,7 +277,7 @@ def _parse_kernels(ctx, raw, isas, dtypes, fams):
         attrs["_lines"] = {k: spec.line_of(k) for k in spec}
         k = Kernel(name=name, families=tuple(families), dtypes=dts, doc=str(spec.get("doc", "")),
                    tolerance=tolerance, ref_tolerance=ref_tolerance, nan=nan, attrs=attrs,
-                   arms_spec=arms_spec, line=spec.line)
+                   arms_spec=arms_spec, line=spec.line, path=spec.path or ctx.path)
         for f in families:
             slot_what = (name, fams[f].suffix)
             if slot_what in seen:
@@ -304,6 +316,9 @@ def _expand_arms(ctx, reg, raw_kernels, template_dir):
                         if a.symbol in symbols:
                             ctx.err(kspec, "name", f"duplicate symbol {a.symbol}")
                         w = isa.width.get(dt.compute, 1)
+                        if isinstance(tile, str) and fam.name not in NO_WIDTH_FAMILIES:
+                            ctx.err(arm["node"], "tiles", f"kernel '{k.name}': register tile '{tile}' in family "
+                                    f"'{fam.name}', which takes lane counts")
                         if isa_name != "scalar" and fam.name not in NO_WIDTH_FAMILIES and tile % w:
                             ctx.err(arm["node"], "tiles", f"kernel '{k.name}': tile {tile} of ISA '{isa_name}' "
                                     f"is not a multiple of its {dt.compute} width {w}")
@@ -339,14 +354,51 @@ def loads(text, path="<string>", template_dir=None):
     return build(yamlsrc.loads(text, path), path, template_dir)
 
 
+def _merge_includes(ctx, raw, path):
+    """include: [files] adds their families and kernels (paths relative to the registry)."""
+    inc = raw.get("include")
+    if inc is None:
+        return
+    files = ctx.str_list(raw, "include", inc)
+    base = os.path.dirname(path)
+    for i, rel in enumerate(files):
+        sub_path = os.path.join(base, rel)
+        if not os.path.exists(sub_path):
+            raise RegistryError(path, inc.line_of(i), f"include: no such file '{rel}'")
+        sub = yamlsrc.load(sub_path)
+        if not isinstance(sub, LDict):
+            raise RegistryError(sub_path, 1, "an included registry file must be a mapping")
+        ctx.check_keys(sub, INCLUDED_KEYS, f"included file '{rel}'")
+        for name, fam in (sub.get("families") or {}).items():
+            if name in raw["families"]:
+                ctx.err(sub["families"], name, f"duplicate family '{name}' (first at {path}:{raw['families'].line_of(name)})")
+            raw["families"][name] = fam
+            raw["families"].key_lines[name] = sub["families"].line_of(name)
+        kernels = sub.get("kernels") or []
+        if not isinstance(kernels, LList):
+            ctx.err(sub, "kernels", "'kernels' must be a list")
+        raw["kernels"].extend(kernels)
+        raw["kernels"].item_lines.extend(kernels.item_lines or [])
+
+
+def registry_files(path):
+    """kernels.yaml and the files it includes (for build-system dependencies)."""
+    raw = yamlsrc.load(path)
+    out = [path]
+    for rel in (raw.get("include") or []) if isinstance(raw, LDict) else []:
+        out.append(os.path.join(os.path.dirname(path), rel))
+    return out
+
+
 def build(raw, path, template_dir=None):
     ctx = _Ctx(path)
     if not isinstance(raw, LDict):
         raise RegistryError(path, 1, "the registry must be a mapping")
     ctx.check_keys(raw, TOP_KEYS, "the registry")
-    for k in TOP_KEYS:
+    for k in TOP_KEYS - {"include"}:
         if k not in raw:
             raise RegistryError(path, raw.line, f"missing top-level key '{k}'")
+    _merge_includes(ctx, raw, path)
     if raw["schema"] != SCHEMA_VERSION:
         ctx.err(raw, "schema", f"schema {raw['schema']!r} is not supported (this generator reads schema {SCHEMA_VERSION})")
     isas = _parse_isas(ctx, ctx.require_map(raw, "isas", raw["isas"]))

@@ -17,8 +17,9 @@ class RegistryError(Exception):
 
 
 class LDict(dict):
-    """A mapping that knows the line of itself and of each key (1-based)."""
+    """A mapping that knows its file, the line of itself and of each key (1-based)."""
 
+    path = None
     line = 0
     key_lines = None
 
@@ -29,6 +30,7 @@ class LDict(dict):
 
 
 class LList(list):
+    path = None
     line = 0
     item_lines = None
 
@@ -41,6 +43,7 @@ class LList(list):
 def _convert(node, path):
     if isinstance(node, yaml.MappingNode):
         out = LDict()
+        out.path = path
         out.line = node.start_mark.line + 1
         out.key_lines = {}
         for key_node, value_node in node.value:
@@ -56,6 +59,7 @@ def _convert(node, path):
         return out
     if isinstance(node, yaml.SequenceNode):
         out = LList(_convert(v, path) for v in node.value)
+        out.path = path
         out.line = node.start_mark.line + 1
         out.item_lines = [v.start_mark.line + 1 for v in node.value]
         return out

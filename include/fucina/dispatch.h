@@ -25,7 +25,7 @@ typedef struct fc_kernel_slot {
     const char *dtype;  /* "f32" */
     const char *isa;    /* the chosen arm's ISA, "avx512" */
     const char *symbol; /* "fck_f32_exp__avx512_u64" */
-    unsigned tile;      /* elements (or register tile) per main-loop step */
+    const char *tile;   /* elements per main-loop step ("64"), or a register tile ("6x32") */
 } fc_kernel_slot;
 
 /* Resolve the table now if it has not been (it resolves on first use anyway).

@@ -48,7 +48,7 @@ int fc_cmd_info(int argc, char **argv)
         for (size_t i = 0; i < fc_kernel_slot_count(); i++) {
             fc_kernel_slot s;
             if (fc_kernel_slot_get(i, &s) != FC_OK) continue;
-            printf("%-28s %-10s %-6u %s\n", s.slot, s.isa, s.tile, s.symbol);
+            printf("%-28s %-10s %-6s %s\n", s.slot, s.isa, s.tile, s.symbol);
         }
     }
     return 0;
