@@ -15,12 +15,14 @@ typedef struct fcb_args {
     const float *mask;
     float alpha;
     double alpha_d;
+    double *sink; /* runners of value-returning arms (probes) add the value here */
 } fcb_args;
 
 typedef enum fcb_shape {
     FCB_SHAPE_VECTOR, /* n elements */
     FCB_SHAPE_ROWS,   /* rows x cols */
     FCB_SHAPE_GEMM,   /* a register tile, kc deep */
+    FCB_SHAPE_PROBE,  /* a roofline probe (registry/bench.yaml): run by `roofline`, not `kernels` */
 } fcb_shape;
 
 typedef struct fcb_arm {

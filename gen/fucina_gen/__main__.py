@@ -175,7 +175,7 @@ def main(argv=None):
         if isinstance(e, jinja2.TemplateError):
             where = getattr(e, "filename", None) or getattr(e, "name", None) or "template"
             lineno = getattr(e, "lineno", 0)
-            print(f"fucina_gen: templates/{where}:{lineno}: {e}", file=sys.stderr)
+            print(f"fucina_gen: {where}:{lineno}: {e}", file=sys.stderr)
             return 2
         raise
 

@@ -67,6 +67,8 @@ class Family:
     ref_tolerance: dict
     line: int
     path: str = ""
+    template: str = ""            # folder under templates/ (default: the family's name)
+    operands: dict = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)

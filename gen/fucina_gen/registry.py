@@ -35,7 +35,7 @@ ISA_KEYS = {"arch", "cflags", "requires", "rank", "vocab", "width", "parent", "t
 TWIN_KEYS = {"cflags", "requires", "define"}
 DTYPE_KEYS = {"ctype", "size", "compute", "to_compute", "from_compute", "ulp_bits", "doc"}
 FAMILY_KEYS = {"doc", "signature", "suffix", "kernel_keys", "required_keys", "bench", "arms",
-               "ref_tolerance"}
+               "ref_tolerance", "template", "operands"}
 KERNEL_KEYS = {"name", "family", "dtypes", "doc", "tolerance", "ref_tolerance", "nan", "arms"}
 ARM_KEYS = {"tiles", "dispatch", "dtypes", "params"}
 TOLERANCE_KEYS = {"ulp", "abs", "rel", "sum_bound"}
@@ -77,6 +77,11 @@ def parse_tolerance(ctx, parent, key, value):
     ctx.check_keys(value, TOLERANCE_KEYS, f"tolerance '{key}'")
     out = {"kind": "bound", "ulp": 0, "abs": 0.0, "rel": 0.0, "sum_bound": 0.0}
     for k, v in value.items():
+        if isinstance(v, str):  # YAML 1.1 reads 6e-8 (no dot) as a string
+            try:
+                v = float(v)
+            except ValueError:
+                pass
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             ctx.err(value, k, f"tolerance '{key}.{k}' must be a non-negative number")
         out[k] = v
@@ -178,6 +183,15 @@ def _parse_arms(ctx, parent, key, raw, isas, where):
     return out
 
 
+def _plain(v):
+    """LDict/LList trees to plain dicts and lists (for templates)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
 def _valid_tile(t):
     if isinstance(t, bool):
         return False
@@ -203,7 +217,8 @@ def _parse_families(ctx, raw, isas):
                             kernel_keys=ctx.str_list(spec, "kernel_keys", spec.get("kernel_keys")),
                             required_keys=ctx.str_list(spec, "required_keys", spec.get("required_keys")),
                             bench=dict(spec.get("bench") or {}), default_arms=arms,
-                            ref_tolerance=ref_tol, line=raw.line_of(name), path=spec.path or ctx.path)
+                            ref_tolerance=ref_tol, line=raw.line_of(name), path=spec.path or ctx.path,
+                            template=str(spec.get("template", name)), operands=_plain(spec.get("operands") or {}))
     return fams
 
 
@@ -279,10 +294,12 @@ def _parse_kernels(ctx, raw, isas, dtypes, fams):
                    tolerance=tolerance, ref_tolerance=ref_tolerance, nan=nan, attrs=attrs,
                    arms_spec=arms_spec, line=spec.line, path=spec.path or ctx.path)
         for f in families:
-            slot_what = (name, fams[f].suffix)
-            if slot_what in seen:
-                ctx.err(spec, "name", f"duplicate kernel '{name}{fams[f].suffix}' (first at line {seen[slot_what]})")
-            seen[slot_what] = spec.line
+            for d in dts:  # a slot is <dtype>_<name><suffix>: it must be unique
+                slot_what = (name, fams[f].suffix, d)
+                if slot_what in seen:
+                    ctx.err(spec, "name", f"duplicate kernel '{name}{fams[f].suffix}' for dtype '{d}' "
+                            f"(first at line {seen[slot_what]})")
+                seen[slot_what] = spec.line
         kernels.append(k)
     return kernels
 
@@ -290,6 +307,10 @@ def _parse_kernels(ctx, raw, isas, dtypes, fams):
 def _expand_arms(ctx, reg, raw_kernels, template_dir):
     symbols = {}
     for k, kspec in zip(reg.kernels, raw_kernels):
+        if "to" in k.attrs:  # conversions: the target dtype ({U} in signatures)
+            if k.attrs["to"] not in reg.dtypes:
+                ctx.err(kspec, "to", f"kernel '{k.name}': unknown target dtype '{k.attrs['to']}'")
+            k.attrs["_to"] = reg.dtypes[k.attrs["to"]]
         for fname in k.families:
             fam = reg.families[fname]
             arms = k.arms_spec if k.arms_spec is not None else fam.default_arms
@@ -301,8 +322,8 @@ def _expand_arms(ctx, reg, raw_kernels, template_dir):
                 if template_dir is not None and not template_exists(template_dir, fam, isa):
                     ctx.err(kspec, "arms" if "arms" in kspec else "family",
                             f"kernel '{k.name}': family '{fam.name}' has no template for ISA '{isa_name}' "
-                            f"(looked for templates/{fam.name}/{isa_name}.c.j2"
-                            + (f" and templates/{fam.name}/vector.c.j2" if isa.vocab else "")
+                            f"(looked for templates/{fam.template}/{isa_name}.c.j2"
+                            + (f" and templates/{fam.template}/vector.c.j2" if isa.vocab else "")
                             + ")")
                 for dname in k.dtypes:
                     if arm["dtypes"] is not None and dname not in arm["dtypes"]:
@@ -331,18 +352,19 @@ NO_WIDTH_FAMILIES = {"gemm_f32", "gemm_pack_a", "gemm_pack_b", "idot", "convert"
 
 
 def template_exists(template_dir, fam, isa):
-    if os.path.exists(os.path.join(template_dir, fam.name, f"{isa.name}.c.j2")):
+    if os.path.exists(os.path.join(template_dir, fam.template, f"{isa.name}.c.j2")):
         return True
-    if isa.vocab and os.path.exists(os.path.join(template_dir, fam.name, "vector.c.j2")):
+    if isa.vocab and os.path.exists(os.path.join(template_dir, fam.template, "vector.c.j2")):
         return True
     return False
 
 
 def template_for(template_dir, fam, isa):
-    specific = os.path.join(fam.name, f"{isa.name}.c.j2")
+    """templates/<family template>/<isa>.c.j2 if present, else its vector.c.j2 (any ISA with a vocabulary)."""
+    specific = os.path.join(fam.template, f"{isa.name}.c.j2")
     if os.path.exists(os.path.join(template_dir, specific)):
         return specific
-    return os.path.join(fam.name, "vector.c.j2")
+    return os.path.join(fam.template, "vector.c.j2")
 
 
 def load(path, template_dir=None):

@@ -74,6 +74,7 @@ class Renderer:
         )
         self.env.filters["vexpr"] = vexpr
         self.env.filters["upper"] = str.upper
+        self.env.tests["mentions"] = lambda expr, name: re.search(rf"\b{re.escape(name)}\b", expr) is not None
         self.env.globals["lit"] = _ctype_lit
         self.env.globals["tol_c"] = tol_c
 
@@ -111,7 +112,7 @@ class Renderer:
             "arm": a, "k": a.kernel, "fam": a.family, "d": a.dtype, "isa": a.isa,
             "tile": a.tile, "fn": fn, "T": a.dtype.ctype, "CT": COMPUTE_CTYPE[ct],
             "P": VOCAB_PREFIX[ct], "V": VOCAB_PREFIX[ct] + "_t", "W": a.isa.width.get(ct, 1),
-            "ct": ct, "attrs": a.kernel.attrs, "params": a.params, "twin": twin,
+            "ct": ct, "attrs": a.kernel.attrs, "to": a.kernel.attrs.get("_to"), "params": a.params, "twin": twin,
             "mr": (a.mr_nr or (0, 0))[0], "nr": (a.mr_nr or (0, 0))[1],
             "signature": signature(a, fn), "template": tpl,
             "provenance": provenance(a, tpl, self.reg.path, twin),
@@ -141,29 +142,18 @@ class Renderer:
     def render_all(self):
         """{path: text} for every output."""
         files = {}
-        for path, kind, _ in self.outputs():
-            if kind == "kernel":
-                a = self._arm_by_path[path]
-                files[path] = self.render_arm(a)
-            elif kind == "twin":
-                a = self._arm_by_twin[path]
-                files[path] = self.render_arm(a, twin=True)
+        for a in sorted(self.arms(), key=lambda a: a.path):
+            files[a.path] = self.render_arm(a)
+            if a.isa.twin:
+                files[twin_path(a)] = self.render_arm(a, twin=True)
         g = self.glue_context()
         for tpl, path in GLUE:
             files[path] = self.env.get_template(tpl).render(**g)
         for fam in self.families():
             fam_arms = [a for a in g["arms"] if a.family.name == fam.name]
-            files[f"tests/test_{fam.name}.c"] = self.env.get_template(f"{fam.name}/test.c.j2").render(
+            files[f"tests/test_{fam.name}.c"] = self.env.get_template(f"{fam.template}/test.c.j2").render(
                 fam=fam, fam_arms=fam_arms, **g)
         return files
-
-    @property
-    def _arm_by_path(self):
-        return {a.path: a for a in self.arms()}
-
-    @property
-    def _arm_by_twin(self):
-        return {twin_path(a): a for a in self.arms() if a.isa.twin}
 
 
 def twin_path(a):
@@ -171,7 +161,9 @@ def twin_path(a):
 
 
 def signature(a, fn):
-    return a.family.signature.format(fn=fn, T=a.dtype.ctype, CT=COMPUTE_CTYPE[a.dtype.compute])
+    to = a.kernel.attrs.get("_to")
+    return a.family.signature.format(fn=fn, T=a.dtype.ctype, CT=COMPUTE_CTYPE[a.dtype.compute],
+                                     U=to.ctype if to else "void")
 
 
 def typedef_of(a):

@@ -36,8 +36,8 @@ static inline float fc_f16_to_f32(fc_f16 h)
     uint32_t sign = (uint32_t)(h.bits & 0x8000u) << 16;
     uint32_t exp = (h.bits >> 10) & 0x1fu;
     uint32_t man = h.bits & 0x3ffu;
-    if (exp == 0x1f) /* Inf or NaN: keep the payload, widened */
-        return fc_bits_f32(sign | 0x7f800000u | (man << 13));
+    if (exp == 0x1f) /* Inf, or NaN: payload widened and quieted, as F16C and FCVT do */
+        return fc_bits_f32(sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0u));
     if (exp == 0) {
         if (man == 0) return fc_bits_f32(sign);
         /* Subnormal: man * 2^-24, exact in f32. */

@@ -67,6 +67,7 @@ static inline void vf_store_bf16(fc_bf16 *p, vf_t v)
     {                                                                                  \
         float buf[8];                                                                  \
         T tmp[8];                                                                      \
+        memset(tmp, 0, sizeof tmp);                                                    \
         memcpy(tmp, p, n * sizeof(T));                                                 \
         vf_t v = vf_load_##dt(tmp);                                                    \
         _mm256_storeu_ps(buf, v);                                                      \
@@ -170,6 +171,21 @@ static inline void vd_storen_f64(double *p, vd_t v, size_t n)
     double buf[4];
     _mm256_storeu_pd(buf, v);
     memcpy(p, buf, n * sizeof(double));
+}
+/* f32 <-> f64 lanes, for conversions (vcvtpd2ps rounds to nearest-even, MXCSR default) */
+static inline vd_t vd_load_f32(const float *p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
+static inline void vd_store_f32(float *p, vd_t v) { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+static inline vd_t vd_loadn_f32(const float *p, size_t n, double fill)
+{
+    float buf[4] = {(float)fill, (float)fill, (float)fill, (float)fill};
+    memcpy(buf, p, n * sizeof(float));
+    return vd_load_f32(buf);
+}
+static inline void vd_storen_f32(float *p, vd_t v, size_t n)
+{
+    float buf[4];
+    vd_store_f32(buf, v);
+    memcpy(p, buf, n * sizeof(float));
 }
 static inline vd_t vd_add(vd_t a, vd_t b) { return _mm256_add_pd(a, b); }
 static inline vd_t vd_sub(vd_t a, vd_t b) { return _mm256_sub_pd(a, b); }

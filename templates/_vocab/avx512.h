@@ -165,6 +165,15 @@ static inline vd_t vd_loadn_f64(const double *p, size_t n, double fill)
     return _mm512_mask_loadu_pd(_mm512_set1_pd(fill), fck_m8(n), p);
 }
 static inline void vd_storen_f64(double *p, vd_t v, size_t n) { _mm512_mask_storeu_pd(p, fck_m8(n), v); }
+/* f32 <-> f64 lanes, for conversions */
+static inline vd_t vd_load_f32(const float *p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
+static inline void vd_store_f32(float *p, vd_t v) { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
+static inline vd_t vd_loadn_f32(const float *p, size_t n, double fill)
+{
+    __m256 f = _mm256_mask_loadu_ps(_mm256_set1_ps((float)fill), (__mmask8)fck_m8(n), p);
+    return _mm512_cvtps_pd(f);
+}
+static inline void vd_storen_f32(float *p, vd_t v, size_t n) { _mm256_mask_storeu_ps(p, fck_m8(n), _mm512_cvtpd_ps(v)); }
 static inline vd_t vd_add(vd_t a, vd_t b) { return _mm512_add_pd(a, b); }
 static inline vd_t vd_sub(vd_t a, vd_t b) { return _mm512_sub_pd(a, b); }
 static inline vd_t vd_mul(vd_t a, vd_t b) { return _mm512_mul_pd(a, b); }

@@ -200,6 +200,22 @@ static inline void vd_storen_f64(double *p, vd_t v, size_t n)
     vst1q_f64(buf, v);
     memcpy(p, buf, n * sizeof(double));
 }
+/* f32 <-> f64 lanes, for conversions (FCVTN rounds to nearest-even, FPCR default;
+ * NaNs stay NaN, quieted, top payload bits kept, like vcvtpd2ps / vcvtps2pd). */
+static inline vd_t vd_load_f32(const float *p) { return vcvt_f64_f32(vld1_f32(p)); }
+static inline void vd_store_f32(float *p, vd_t v) { vst1_f32(p, vcvt_f32_f64(v)); }
+static inline vd_t vd_loadn_f32(const float *p, size_t n, double fill)
+{
+    float buf[2] = {(float)fill, (float)fill};
+    memcpy(buf, p, n * sizeof(float));
+    return vd_load_f32(buf);
+}
+static inline void vd_storen_f32(float *p, vd_t v, size_t n)
+{
+    float buf[2];
+    vd_store_f32(buf, v);
+    memcpy(p, buf, n * sizeof(float));
+}
 static inline vd_t vd_add(vd_t a, vd_t b) { return vaddq_f64(a, b); }
 static inline vd_t vd_sub(vd_t a, vd_t b) { return vsubq_f64(a, b); }
 static inline vd_t vd_mul(vd_t a, vd_t b) { return vmulq_f64(a, b); }

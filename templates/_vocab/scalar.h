@@ -79,6 +79,7 @@ static inline float vf_lane(vf_t v, int i) { (void)i; return v; }
 /* Transcendentals: libm, the specification. */
 static inline vf_t vf_exp(vf_t a) { return expf(a); }
 static inline vf_t vf_log(vf_t a) { return logf(a); }
+static inline vf_t vf_log1p(vf_t a) { return log1pf(a); }
 static inline vf_t vf_sin(vf_t a) { return sinf(a); }
 static inline vf_t vf_cos(vf_t a) { return cosf(a); }
 static inline vf_t vf_tanh(vf_t a) { return tanhf(a); }
@@ -90,6 +91,11 @@ static inline vd_t vd_load_f64(const double *p) { return *p; }
 static inline void vd_store_f64(double *p, vd_t v) { *p = v; }
 static inline vd_t vd_loadn_f64(const double *p, size_t n, double fill) { return n ? *p : fill; }
 static inline void vd_storen_f64(double *p, vd_t v, size_t n) { if (n) *p = v; }
+/* f32 <-> f64 lanes, for conversions */
+static inline vd_t vd_load_f32(const float *p) { return *p; }
+static inline void vd_store_f32(float *p, vd_t v) { *p = (float)v; }
+static inline vd_t vd_loadn_f32(const float *p, size_t n, double fill) { return n ? *p : (double)(float)fill; }
+static inline void vd_storen_f32(float *p, vd_t v, size_t n) { if (n) *p = (float)v; }
 static inline vd_t vd_add(vd_t a, vd_t b) { return a + b; }
 static inline vd_t vd_sub(vd_t a, vd_t b) { return a - b; }
 static inline vd_t vd_mul(vd_t a, vd_t b) { return a * b; }

@@ -69,6 +69,8 @@ void fct_set(fct_dtype dt, void *p, size_t i, double v);
  * about one element in eight is a special value (+-0, +-Inf, NaN, subnormal
  * of the dtype and of f32, largest finite, values that overflow f16/bf16). */
 void fct_fill(fct_dtype dt, void *p, size_t n, double lo, double hi, int specials, fct_rng *r);
+/* `specials` value: special values, but none near the largest finite value. */
+#define FCT_SPECIALS_NO_HUGE 2
 
 /* Compare got to want elementwise. `ins` are up to three input arrays (may
  * be NULL) printed on failure. `sum_abs` (may be NULL) gives, per element,
