@@ -705,7 +705,7 @@ int fcb_cmd_kernels(int argc, char **argv)
            s.o.nsizes == 1 ? "" : "s", s.o.repeats, s.o.min_ms, s.o.quick ? " (--quick)" : "");
     fcb_machine_print(stdout, &s.m);
     if (!s.o.no_roofline) {
-        fcb_probe_opts po = {0, 3, 0.02, fcb_default_array_bytes(&s.m), 0, 1};
+        fcb_probe_opts po = {0, 5, 0.02, fcb_default_array_bytes(&s.m), 0, 1};
         fflush(stdout);
         if (fcb_probe_run(&po, cpus, ncpus, &s.roof) == 0) {
             s.have_roof = 1;
