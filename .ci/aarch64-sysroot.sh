@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fucina: arm64 Criterion for the NEON cross leg (Debian 12, run as root).
+# Fucina: arm64 Criterion for the NEON cross leg (Debian 12; apt steps as
+# root, through sudo when not root).
 #
 #   .ci/aarch64-sysroot.sh [DIR]     (default: <repo>/.cache/aarch64-sysroot,
 #                                     or $FUCINA_AARCH64_SYSROOT)
@@ -13,7 +14,8 @@
 # cmake/toolchain-aarch64.cmake links against (and rpaths). The headers are
 # the amd64 package's /usr/include/criterion (arch-independent).
 #
-# Idempotent: does nothing but check when DIR already holds the libraries.
+# Idempotent: when DIR already holds the libraries it only checks the apt
+# packages and rebuilds the shim if its source changed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,15 +23,20 @@ root=$(dirname "$here")
 dir=${1:-${FUCINA_AARCH64_SYSROOT:-$root/.cache/aarch64-sysroot}}
 libdir=$dir/usr/lib/aarch64-linux-gnu
 export DEBIAN_FRONTEND=noninteractive
+if [ "$(id -u)" -eq 0 ]; then
+  as_root=()
+else
+  as_root=(sudo -E)
+fi
 
 need_update=0
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   echo "aarch64-sysroot: dpkg --add-architecture arm64"
-  dpkg --add-architecture arm64
+  "${as_root[@]}" dpkg --add-architecture arm64
   need_update=1
 fi
 if [ "$need_update" = 1 ] || ! apt-cache show libcriterion3:arm64 >/dev/null 2>&1; then
-  apt-get update -q
+  "${as_root[@]}" apt-get update -q </dev/null
 fi
 
 # Runtime deps of libcriterion3:arm64 except libnanomsg5:arm64 (see above):
@@ -43,7 +50,7 @@ for p in $deps; do
 done
 if [ -n "$missing" ]; then
   echo "aarch64-sysroot: apt-get install$missing"
-  apt-get install -y -q --no-install-recommends $missing
+  "${as_root[@]}" apt-get install -y -q --no-install-recommends $missing </dev/null
 fi
 
 # The exec shim (see .ci/qemu-exec-shim.c): Criterion's workers under
@@ -70,7 +77,7 @@ trap 'rm -rf "$tmp"' EXIT
 # apt-get download writes to the cwd, and as root drops to the _apt user for
 # the fetch: the directory must be writable by it.
 chmod 0777 "$tmp"
-(cd "$tmp" && apt-get download -q libcriterion3:arm64 libnanomsg5:arm64)
+(cd "$tmp" && apt-get download -q libcriterion3:arm64 libnanomsg5:arm64 </dev/null)
 for deb in "$tmp"/*.deb; do
   echo "aarch64-sysroot: dpkg -x $(basename "$deb") $dir"
   dpkg -x "$deb" "$dir"
