@@ -1,6 +1,7 @@
 /* fucina-bench: the benchmark harness (bench/README.md).
  *   fucina-bench roofline   this machine's limits, measured now
- *   fucina-bench kernels    every generated arm against them */
+ *   fucina-bench kernels    every generated arm against them
+ *   fucina-bench ops        runtime ops (f32 GEMM) against OpenBLAS */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,12 +13,14 @@ static void usage(FILE *f)
             "usage: fucina-bench roofline [--threads N] [--json FILE] [...]\n"
             "       fucina-bench kernels [--filter PATTERN] [--isa ISA] [--sizes N,N,...] [--repeats R]\n"
             "                            [--quick] [--json FILE] [...]\n"
+            "       fucina-bench ops [--filter PATTERN] [--threads N,N] [--quick] [--json FILE] [...]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
             "             measured now with generated probe arms\n"
             "  kernels    time every generated kernel arm (median ns, CV, GB/s, GFLOP/s), as a\n"
             "             fraction of the roofline and as a speedup over the scalar arm\n"
+            "  ops        f32 GEMM (fc_gemm_f32) against OpenBLAS, alternating runs, 1 and 2 threads\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");
@@ -40,7 +43,8 @@ int main(int argc, char **argv)
             char *sub[] = {argv[2], help_flag, NULL};
             if (!strcmp(argv[2], "roofline")) return fcb_cmd_roofline(2, sub);
             if (!strcmp(argv[2], "kernels")) return fcb_cmd_kernels(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels)\n", argv[2]);
+            if (!strcmp(argv[2], "ops")) return fcb_cmd_ops(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -48,6 +52,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "roofline")) return fcb_cmd_roofline(argc - 1, argv + 1);
     if (!strcmp(cmd, "kernels")) return fcb_cmd_kernels(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "ops")) return fcb_cmd_ops(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

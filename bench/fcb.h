@@ -165,5 +165,6 @@ void fcb_roofline_json(fcb_json *j, const fcb_roofline *r); /* "roofline": {...}
 /* ---- the commands ---------------------------------------------------------- */
 int fcb_cmd_roofline(int argc, char **argv);
 int fcb_cmd_kernels(int argc, char **argv);
+int fcb_cmd_ops(int argc, char **argv); /* ops_gemm.c */
 
 #endif /* FCB_H */

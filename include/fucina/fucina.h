@@ -7,5 +7,13 @@
 #include "fucina/status.h"
 #include "fucina/half.h"
 #include "fucina/dispatch.h"
+#include "fucina/dtype.h"
+#include "fucina/ctx.h"
+#include "fucina/tensor.h"
+#include "fucina/ops.h"
+#include "fucina/shape_ops.h"
+#include "fucina/loss.h"
+#include "fucina/conv.h"
+#include "fucina/nn.h"
 
 #endif

@@ -105,6 +105,19 @@ fck_isa fck_dispatch_chosen_isa(size_t slot)
     return fck_slot_descs[slot].isas[chosen[slot]];
 }
 
+const char *fck_dispatch_chosen_tile(size_t slot)
+{
+    pthread_once(&once, init);
+    return fck_slot_descs[slot].tiles[chosen[slot]];
+}
+
+size_t fck_dispatch_slot_index(const char *name)
+{
+    for (size_t i = 0; i < FCK_SLOT_COUNT; i++)
+        if (strcmp(fck_slot_descs[i].slot, name) == 0) return i;
+    return FCK_SLOT_COUNT;
+}
+
 /* ---- public API ---- */
 
 fc_status fc_dispatch_init(void)

@@ -23,6 +23,10 @@ int fck_dispatch_resolve(const char *cap, char *err, size_t errlen);
 
 /* The ISA chosen for slot i (after resolution). */
 fck_isa fck_dispatch_chosen_isa(size_t slot);
+/* The tile string of the arm chosen for slot i ("64", "6x64"). */
+const char *fck_dispatch_chosen_tile(size_t slot);
+/* The index of the slot named `name` ("f32_gemm"), or FCK_SLOT_COUNT. */
+size_t fck_dispatch_slot_index(const char *name);
 
 /* Parse a cap name; returns 0 (and fills err with the valid names) if unknown. */
 int fck_isa_parse_cap(const char *name, fck_isa *out, char *err, size_t errlen);

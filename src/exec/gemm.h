@@ -39,7 +39,8 @@ typedef struct fc_gemm_args {
     int accumulate;         /* 0: C = A·B; 1: C += A·B */
 } fc_gemm_args;
 
-/* Returns 0, or -1 when scratch memory cannot be allocated (C untouched).
+/* Returns 0, or -1 when scratch memory cannot be allocated or the arguments
+ * are invalid (negative sizes, ldc < n, NULL operands): C is then untouched.
  * `w` may be NULL (one thread). */
 int fc_gemm_f32(fc_workers *w, const fc_gemm_args *g);
 
@@ -48,8 +49,9 @@ int fc_gemm_f32(fc_workers *w, const fc_gemm_args *g);
 int fc_gemm_f32_batched(fc_workers *w, const fc_gemm_args *g, int64_t batch,
                         int64_t bsa, int64_t bsb, int64_t bsc);
 
-/* Which implementation fc_gemm_f32 chose for a shape ("own-blocked",
- * "own-gemv", "openblas"); for the bench and tests. */
+/* Which implementation fc_gemm_f32 chooses for a shape ("own-blocked",
+ * "own-gemv", "openblas"; "none" when M, N or K is 0); for the bench and
+ * tests. The choice never depends on the thread count. */
 const char *fc_gemm_provider_for(const fc_gemm_args *g);
 
 /* Force a provider for tests and the bench: "auto" (default), "own",

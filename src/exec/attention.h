@@ -1,0 +1,129 @@
+/* Scaled dot-product attention over raw strided pointers (flash-style).
+ *
+ * For every query token t in [0, n_q) and query head h in [0, n_head), with
+ * KV head g = h / (n_head / n_kv_head) (grouped-query attention; MQA when
+ * n_kv_head == 1, MHA when n_kv_head == n_head):
+ *
+ *   x[s]      = scale * dot(Q[t,h,:], K[s,g,:])          s in [0, n_kv)
+ *   x[s]      = softcap * tanh(x[s] / softcap)           when softcap > 0
+ *   x[s]     += mask[t, h, s]                            when mask != NULL
+ *   visible(s): s <= q_pos0 + t                          when causal
+ *               (q_pos0 + t) - s < window                when window > 0
+ *   O[t,h,:]  = sum_{visible s} exp(x[s]) V[s,g,:]
+ *               / (sum_{visible s} exp(x[s]) + (sinks ? exp(sinks[h]) : 0))
+ *
+ * Keys are at absolute positions 0..n_kv-1; query t is at q_pos0 + t. A sink
+ * (gpt-oss) is one logit per query head that joins the denominator and has
+ * no value. A row that has no visible key, or whose visible keys all have
+ * logit -inf (from the mask), is "fully masked": its output is all zeros,
+ * with or without a sink (the sink would take all the weight, and it has no
+ * value).
+ *
+ * Layout. Element (t, h, i) of Q is q[t*q_ts + h*q_hs + i], and likewise for
+ * K (k_ts, k_hs), V (v_ts, v_hs) and O (o_ts, o_hs); strides are in
+ * elements (of f32 or f16), non-negative, and the last dimension is
+ * contiguous. K and V are f32 or fc_f16 (kv_type); f16 is widened exactly.
+ * The mask is f32, element (t, h, s) at mask[t*mask_rs + h*mask_hs + s]
+ * (mask_hs = 0 broadcasts one [n_q, n_kv] mask over heads). Q and K have
+ * head_dim elements per head, V and O have head_dim_v (0: head_dim).
+ * O may be Q itself (same pointer and strides, head_dim_v == head_dim); it
+ * must not overlap K, V, the mask or the sinks otherwise.
+ *
+ * Algorithm. Work is cut into chunks (KV head g, block of query tokens); the
+ * rows of a chunk are (token, query head of the group) pairs, token-major,
+ * so the n_head/n_kv_head heads sharing a KV head form the M dimension of
+ * the register tiles together and K/V are read once per chunk (for decode,
+ * n_q = 1, a chunk is one KV head with its group of query heads). Per key
+ * block: K is packed (pack_bt; f16 first widened into scratch), S = Q·Kᵀ by
+ * the f32_gemm micro-kernel, then per row scale/softcap/mask, running max,
+ * P = exp(x - m) and running sum through the generated row kernels, the
+ * accumulator is rescaled, and O_acc += P·V by the micro-kernel (V packed
+ * with pack_b). Key blocks outside every row's visible range are skipped,
+ * and inside a block each register panel of rows only multiplies the key
+ * range its rows can see.
+ *
+ * Chunk size: up to 64 MR-row panels per chunk (fewer when that would leave
+ * fewer than 16 chunks), so each packed K/V block serves many rows. Key
+ * blocks sit at fixed multiples of 128 keys (rounded up to NR).
+ *
+ * Determinism. The chunking and block boundaries depend only on the shape
+ * and the dispatched tile geometry, never on the thread count; each chunk
+ * is computed by one worker. So 1 and N threads give identical bits (for a
+ * given dispatch; different ISAs may differ in the last bits).
+ *
+ * Performance notes: decode (n_q = 1) parallelizes over KV heads only, and
+ * reads each head's K/V rows at the token stride; with the [token, head,
+ * dim] layout that is a page-strided pattern that runs at about half the
+ * sequential DRAM bandwidth. A split-KV decode (chunks over key ranges of
+ * all heads, merged in a fixed order) is the known next step.
+ *
+ * Accuracy: f32 accumulation throughout; the exp kernel is within 2 ulp.
+ */
+#ifndef FC_EXEC_ATTENTION_H
+#define FC_EXEC_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fucina/half.h"
+#include "exec/workers.h"
+
+typedef enum fc_attn_kv_type {
+    FC_ATTN_KV_F32 = 0,
+    FC_ATTN_KV_F16, /* K and V elements are fc_f16 */
+} fc_attn_kv_type;
+
+/* Per-worker scratch that survives between calls, so steady-state calls do
+ * not allocate (it grows when a call needs more). One workspace must not be
+ * used by two calls at the same time; an exec context owns one. */
+typedef struct fc_attn_workspace fc_attn_workspace;
+
+fc_attn_workspace *fc_attn_workspace_new(void);
+void fc_attn_workspace_free(fc_attn_workspace *ws);
+/* Bytes currently held (for tests and memory accounting). */
+size_t fc_attn_workspace_bytes(const fc_attn_workspace *ws);
+
+typedef struct fc_attn_args {
+    int64_t n_q, n_kv;          /* query tokens, key/value positions */
+    int64_t n_head, n_kv_head;  /* n_head % n_kv_head == 0 */
+    int64_t head_dim;           /* Q and K */
+    int64_t head_dim_v;         /* V and O; 0 means head_dim */
+
+    const float *q;
+    int64_t q_ts, q_hs;
+    fc_attn_kv_type kv_type;
+    const void *k;              /* float or fc_f16 per kv_type */
+    int64_t k_ts, k_hs;
+    const void *v;
+    int64_t v_ts, v_hs;
+    float *o;
+    int64_t o_ts, o_hs;
+
+    float scale;                /* usually 1/sqrt(head_dim) */
+    float softcap;              /* 0: off (gemma-2 logit soft-capping otherwise) */
+    int causal;                 /* query t sees keys s <= q_pos0 + t */
+    int64_t q_pos0;             /* absolute position of query 0 */
+    int64_t window;             /* sliding window: 0 off, else pos - s < window */
+    const float *mask;          /* NULL or additive f32 mask */
+    int64_t mask_rs, mask_hs;   /* token (row) and head stride; mask_hs 0 broadcasts */
+    const float *sinks;         /* NULL or n_head logits */
+
+    fc_attn_workspace *ws;      /* NULL: scratch allocated and freed per call */
+} fc_attn_args;
+
+/* Returns 0; -1 when scratch memory cannot be allocated and -2 on invalid
+ * arguments (null pointers, n_head % n_kv_head != 0, negative sizes or
+ * strides), in both cases before O is touched. `w` may be NULL (one thread).
+ * n_q == 0 does nothing; n_kv == 0 gives zeros (every row fully masked). */
+int fc_attention_f32(fc_workers *w, const fc_attn_args *a);
+
+/* The chunking fc_attention_f32 uses for a shape (for tests and the bench):
+ * query tokens per chunk, keys per block, rows per chunk. */
+typedef struct fc_attn_plan {
+    int64_t mr, nr;             /* micro-kernel tile in use */
+    int64_t q_block, kv_block;
+    int64_t n_chunks;
+} fc_attn_plan;
+int fc_attention_plan(const fc_attn_args *a, fc_attn_plan *out);
+
+#endif

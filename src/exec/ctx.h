@@ -1,0 +1,83 @@
+/* Internal side of the execution context: the tensor and storage structs,
+ * and the calls ops use to allocate, adopt and report.
+ *
+ * Storage is refcounted (atomic). Pool storage returns its buffer to the
+ * context's size-bucketed LIFO cache when the last reference goes; borrowed
+ * storage runs the user's release hook. Tensor headers and storage headers
+ * are recycled through free lists too, so a steady-state loop of ops does
+ * not call the allocator at all. */
+#ifndef FC_EXEC_CTX_H
+#define FC_EXEC_CTX_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fucina/ctx.h"
+#include "fucina/dtype.h"
+#include "fucina/tensor.h"
+#include "exec/workers.h"
+
+typedef struct fc_storage {
+    atomic_long refs;
+    void *data;
+    size_t nbytes;              /* bytes the tensor may address */
+    size_t cap;                 /* bytes allocated (the pool bucket's size); 0 when borrowed */
+    int bucket;                 /* pool bucket, -1 when borrowed or uncached */
+    fc_ctx *ctx;
+    void (*user_release)(void *user, void *data);
+    void *user;
+    struct fc_storage *next_free;
+} fc_storage;
+
+struct fc_tensor {
+    atomic_long refs;
+    fc_dtype dtype;
+    int rank;
+    int64_t dim[FC_MAX_RANK];
+    int64_t stride[FC_MAX_RANK]; /* elements */
+    const char *axis[FC_MAX_RANK]; /* interned */
+    int64_t offset;              /* elements from storage->data */
+    fc_storage *storage;
+    fc_ctx *ctx;
+    /* Autograd's state for this value (the layer above owns its meaning);
+     * grad_release runs when the handle dies. */
+    void *grad;
+    void (*grad_release)(struct fc_tensor *t);
+    uint32_t version;            /* bumped by in-place writes (autograd checks saved inputs) */
+    struct fc_tensor *next_free;
+};
+
+/* The worker pool of a context (never NULL after fc_ctx_new). */
+fc_workers *fc_ctx_workers(fc_ctx *ctx);
+
+/* Record an error (only the first is kept). Returns NULL for chaining. */
+void *fc_fail(fc_ctx *ctx, fc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void *fc_failv(fc_ctx *ctx, fc_status st, const char *fmt, va_list ap);
+
+/* A new storage of nbytes from the pool (contents undefined); NULL + error on OOM. */
+fc_storage *fc_storage_new(fc_ctx *ctx, size_t nbytes);
+fc_storage *fc_storage_borrow(fc_ctx *ctx, void *data, size_t nbytes,
+                              void (*release)(void *user, void *data), void *user);
+void fc_storage_retain(fc_storage *s);
+void fc_storage_release(fc_storage *s);
+
+/* A tensor header (refs = 1, no storage, grad NULL) adopted by the current
+ * scope. The caller fills it in. NULL + error on OOM. */
+fc_tensor *fc_tensor_header(fc_ctx *ctx);
+
+/* Drop a tensor an op made but will not return: out of any scope, then
+ * released. */
+void fc_discard(fc_ctx *ctx, fc_tensor *t);
+
+/* Ops take scratch memory for temporaries as storage too
+ * (fc_storage_new / fc_storage_release): it comes from the same pool and is
+ * counted the same way. */
+
+/* The pool's size class of a request: the bytes a bucket hands out. */
+size_t fc_pool_class_bytes(size_t nbytes);
+
+#endif

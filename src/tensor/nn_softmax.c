@@ -1,0 +1,320 @@
+/* Softmax and log-softmax along a named axis.
+ *
+ * Every row (one index of every other axis) goes through the generated f32
+ * row kernels: rows that are f32 and contiguous along the axis (in x and in
+ * the row-major result) are handed over in place; others are gathered into a
+ * per-worker f32 scratch row (widening f16/bf16 exactly), run there and
+ * scattered back (rounding once). Causal masking and sinks build an f32 mask
+ * row: the sink becomes one extra element (x = 0, mask = sink logit), so it
+ * joins the denominator and is dropped from the output. Rows are
+ * independent: any chunking over threads gives the same bits. */
+#include <math.h>
+#include <string.h>
+
+#include "dispatch/dispatch.h"
+#include "fucina/half.h"
+#include "fucina/nn.h"
+#include "tensor/internal.h"
+
+/* Elements per op below which softmax stays on one thread (exp per element
+ * makes it heavier than an elementwise op). */
+#define NN_SOFTMAX_PARALLEL_MIN 16384
+
+enum { OP_X, OP_Y, OP_MASK, OP_SINK, N_OPS };
+
+typedef struct sm_job {
+    const fck_table *K;
+    int log;
+    fc_dtype dt, sink_dt;
+    int64_t n;                          /* row length */
+    int nout;                           /* axes other than the softmax axis */
+    int64_t odim[FC_MAX_RANK];
+    int64_t ost[N_OPS][FC_MAX_RANK];    /* element strides over the other axes */
+    int64_t ist[N_OPS];                 /* element strides along the axis */
+    const char *xb;
+    char *yb;
+    const float *mb;                    /* NULL: no mask */
+    const char *sb;                     /* NULL: no sinks */
+    float scale;
+    int causal;
+    int q_out, k_out;                   /* outer index of the query/key axis; -1: the row axis */
+    int64_t q_offset;
+    int64_t rows, rows_per_chunk;
+    float *scratch;
+    int64_t slot;                       /* floats of scratch per worker */
+} sm_job;
+
+/* Row n elements at p (element stride st) of dtype dt into f32. */
+static void gather(fc_dtype dt, const char *p, int64_t st, int64_t n, float *out)
+{
+    if (st == 1) {
+        fct_convert(dt, p, FC_F32, out, n);
+        return;
+    }
+    switch (dt) {
+    case FC_F32:
+        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)p)[i * st];
+        break;
+    case FC_F16:
+        for (int64_t i = 0; i < n; i++) out[i] = fc_f16_to_f32(((const fc_f16 *)p)[i * st]);
+        break;
+    case FC_BF16:
+        for (int64_t i = 0; i < n; i++) out[i] = fc_bf16_to_f32(((const fc_bf16 *)p)[i * st]);
+        break;
+    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
+        break; /* rejected before */
+    }
+}
+
+static void scatter(fc_dtype dt, const float *in, int64_t n, char *p, int64_t st)
+{
+    if (st == 1) {
+        fct_convert(FC_F32, in, dt, p, n);
+        return;
+    }
+    switch (dt) {
+    case FC_F32:
+        for (int64_t i = 0; i < n; i++) ((float *)p)[i * st] = in[i];
+        break;
+    case FC_F16:
+        for (int64_t i = 0; i < n; i++) ((fc_f16 *)p)[i * st] = fc_f32_to_f16(in[i]);
+        break;
+    case FC_BF16:
+        for (int64_t i = 0; i < n; i++) ((fc_bf16 *)p)[i * st] = fc_f32_to_bf16(in[i]);
+        break;
+    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
+        break;
+    }
+}
+
+static void sm_row(const sm_job *j, const int64_t *idx, float *ws)
+{
+    int64_t off[N_OPS] = {0};
+    for (int d = 0; d < j->nout; d++)
+        for (int k = 0; k < N_OPS; k++) off[k] += idx[d] * j->ost[k][d];
+    const int64_t n = j->n, es = (int64_t)fc_dtype_size(j->dt);
+    const char *xp = j->xb + off[OP_X] * es;
+    char *yp = j->yb + off[OP_Y] * es;
+    const int direct = j->dt == FC_F32 && j->ist[OP_X] == 1 && j->ist[OP_Y] == 1;
+    float *xs = ws, *ms = ws + n + 1;
+
+    if (j->log) {
+        if (direct) {
+            j->K->f32_log_softmax((size_t)n, (const float *)xp, (float *)yp);
+            return;
+        }
+        gather(j->dt, xp, j->ist[OP_X], n, xs);
+        j->K->f32_log_softmax((size_t)n, xs, xs);
+        scatter(j->dt, xs, n, yp, j->ist[OP_Y]);
+        return;
+    }
+
+    const float *m = j->mb ? j->mb + off[OP_MASK] : NULL;
+    const int build_mask = j->causal || j->sb || (m && j->ist[OP_MASK] != 1);
+    if (direct && !build_mask) {
+        j->K->f32_softmax((size_t)n, (const float *)xp, m, j->scale, (float *)yp);
+        return;
+    }
+    gather(j->dt, xp, j->ist[OP_X], n, xs);
+    int64_t len = n;
+    if (build_mask) {
+        if (m)
+            for (int64_t i = 0; i < n; i++) ms[i] = m[i * j->ist[OP_MASK]];
+        else
+            for (int64_t i = 0; i < n; i++) ms[i] = 0.0f;
+        if (j->causal) {
+            /* masked when k > q + q_offset */
+            if (j->q_out >= 0 && j->k_out >= 0) {
+                if (idx[j->k_out] > idx[j->q_out] + j->q_offset)
+                    for (int64_t i = 0; i < n; i++) ms[i] = -INFINITY;
+            } else if (j->k_out < 0 && j->q_out >= 0) {
+                int64_t first = idx[j->q_out] + j->q_offset + 1; /* keys from here on are masked */
+                for (int64_t i = first < 0 ? 0 : first; i < n; i++) ms[i] = -INFINITY;
+            } else { /* the query axis is the row axis, the key axis an outer one */
+                int64_t last = idx[j->k_out] - j->q_offset; /* queries below this are masked */
+                for (int64_t i = 0; i < n && i < last; i++) ms[i] = -INFINITY;
+            }
+        }
+        if (j->sb) {
+            const char *sp = j->sb + off[OP_SINK] * (int64_t)fc_dtype_size(j->sink_dt);
+            xs[n] = 0.0f;
+            gather(j->sink_dt, sp, 1, 1, &ms[n]);
+            len = n + 1;
+        }
+        m = ms;
+    }
+    j->K->f32_softmax((size_t)len, xs, m, j->scale, xs);
+    scatter(j->dt, xs, n, yp, j->ist[OP_Y]);
+}
+
+static void sm_chunk(void *arg, int64_t chunk, int worker)
+{
+    const sm_job *j = arg;
+    int64_t r0 = chunk * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
+    if (r1 > j->rows) r1 = j->rows;
+    int64_t idx[FC_MAX_RANK] = {0}, rem = r0;
+    for (int d = j->nout - 1; d >= 0; d--) {
+        idx[d] = rem % j->odim[d];
+        rem /= j->odim[d];
+    }
+    float *ws = j->scratch + (int64_t)worker * j->slot;
+    for (int64_t r = r0; r < r1; r++) {
+        sm_row(j, idx, ws);
+        for (int d = j->nout - 1; d >= 0; d--) {
+            if (++idx[d] < j->odim[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Element stride of t's axis `name`; 0 when absent or of size 1. */
+static int64_t stride_of(const fc_tensor *t, const char *name)
+{
+    for (int i = 0; i < t->rank; i++)
+        if (t->axis[i] == name) return t->dim[i] == 1 ? 0 : t->stride[i];
+    return 0;
+}
+
+/* Does t broadcast to x by name (every axis of t in x with an equal size,
+ * or of size 1), excluding x's axis `skip` (may be NULL)? Records an error. */
+static int check_broadcast(fc_ctx *ctx, const char *op, const char *what, const fc_tensor *t, const fc_tensor *x,
+                           const char *skip)
+{
+    char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dim[i] == 1) continue;
+        int found = -1;
+        for (int k = 0; k < x->rank; k++)
+            if (x->axis[k] == t->axis[i]) found = k;
+        if (found < 0 || t->axis[i] == skip) {
+            fc_fail(ctx, FC_ERR_AXIS, "%s: axis \"%s\" of the %s %s is %s x %s", op, t->axis[i], what,
+                    fct_describe(t, d1, sizeof d1), found < 0 ? "not in" : "the softmax axis of",
+                    fct_describe(x, d2, sizeof d2));
+            return 0;
+        }
+        if (t->dim[i] != x->dim[found]) {
+            fc_fail(ctx, FC_ERR_SHAPE, "%s: axis \"%s\" has size %lld in the %s %s and %lld in x %s", op, t->axis[i],
+                    (long long)t->dim[i], what, fct_describe(t, d1, sizeof d1), (long long)x->dim[found],
+                    fct_describe(x, d2, sizeof d2));
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int check_float(fc_ctx *ctx, const char *op, const char *what, const fc_tensor *t)
+{
+    if (t->dtype == FC_F32 || t->dtype == FC_F16 || t->dtype == FC_BF16) return 1;
+    char d[FCT_DESC_MAX];
+    fc_fail(ctx, FC_ERR_DTYPE, "%s: %s is %s; it takes f32, f16 or bf16", op, what, fct_describe(t, d, sizeof d));
+    return 0;
+}
+
+static fc_tensor *softmax_impl(fc_ctx *ctx, const char *op, fc_tensor *x, const char *axis,
+                               const fc_softmax_options *opt, int log)
+{
+    if (!ctx || !x) return NULL;
+    static const fc_softmax_options defaults = {0};
+    if (!opt) opt = &defaults;
+    if (!check_float(ctx, op, "x", x)) return NULL;
+    int a = fct_axis(ctx, op, x, axis);
+    if (a < 0) return NULL;
+    const char *an = x->axis[a];
+    char d[FCT_DESC_MAX];
+
+    sm_job j;
+    memset(&j, 0, sizeof j);
+    j.K = fck_kernels();
+    j.log = log;
+    j.dt = x->dtype;
+    j.n = x->dim[a];
+    j.scale = 1.0f;
+    j.q_out = j.k_out = -1;
+    if (!log) {
+        double scale = opt->scale == 0.0 ? 1.0 : opt->scale;
+        if (!isfinite(scale) || !isfinite((float)scale))
+            return fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: scale %g along axis \"%s\" is not a finite f32", op, scale,
+                           an);
+        j.scale = (float)scale;
+        if (opt->mask) {
+            if (opt->mask->dtype != FC_F32)
+                return fc_fail(ctx, FC_ERR_DTYPE, "%s: the mask %s for axis \"%s\" must be f32", op,
+                               fct_describe(opt->mask, d, sizeof d), an);
+            if (!check_broadcast(ctx, op, "mask", opt->mask, x, NULL)) return NULL;
+        }
+        if (opt->sinks) {
+            if (!check_float(ctx, op, "sinks", opt->sinks)) return NULL;
+            if (!check_broadcast(ctx, op, "sinks", opt->sinks, x, an)) return NULL;
+        }
+        if (opt->causal) {
+            int qa = fct_axis(ctx, op, x, opt->query_axis ? opt->query_axis : "seq");
+            if (qa < 0) return NULL;
+            int ka = opt->key_axis ? fct_axis(ctx, op, x, opt->key_axis) : a;
+            if (ka < 0) return NULL;
+            if (qa == ka)
+                return fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: causal query and key axes are both \"%s\" in %s", op,
+                               x->axis[qa], fct_describe(x, d, sizeof d));
+            j.causal = 1;
+            j.q_offset = opt->q_offset;
+            /* outer indices are x's axes without `a`, in order */
+            j.q_out = qa == a ? -1 : (qa < a ? qa : qa - 1);
+            j.k_out = ka == a ? -1 : (ka < a ? ka : ka - 1);
+        }
+    }
+
+    fc_tensor *y = fct_alloc_like(ctx, x->dtype, x);
+    if (!y) return NULL;
+    j.xb = fct_ptr(x);
+    j.yb = fct_ptr(y);
+    j.mb = (!log && opt->mask) ? (const float *)fct_ptr(opt->mask) : NULL;
+    j.sb = (!log && opt->sinks) ? fct_ptr(opt->sinks) : NULL;
+    j.sink_dt = (!log && opt->sinks) ? opt->sinks->dtype : FC_F32;
+    j.ist[OP_X] = x->stride[a];
+    j.ist[OP_Y] = y->stride[a];
+    j.ist[OP_MASK] = j.mb ? stride_of(opt->mask, an) : 0;
+    j.rows = 1;
+    for (int i = 0; i < x->rank; i++) {
+        if (i == a) continue;
+        int o = j.nout++;
+        j.odim[o] = x->dim[i];
+        j.ost[OP_X][o] = x->stride[i];
+        j.ost[OP_Y][o] = y->stride[i];
+        j.ost[OP_MASK][o] = j.mb ? stride_of(opt->mask, x->axis[i]) : 0;
+        j.ost[OP_SINK][o] = j.sb ? stride_of(opt->sinks, x->axis[i]) : 0;
+        j.rows *= x->dim[i];
+    }
+
+    int threads = fc_ctx_threads(ctx);
+    int64_t chunks = 1;
+    if (threads > 1 && j.rows > 1 && j.rows * j.n >= NN_SOFTMAX_PARALLEL_MIN) {
+        chunks = (int64_t)threads * 4;
+        if (chunks > j.rows) chunks = j.rows;
+    }
+    j.rows_per_chunk = (j.rows + chunks - 1) / chunks;
+    chunks = (j.rows + j.rows_per_chunk - 1) / j.rows_per_chunk;
+    fc_workers *w = fc_ctx_workers(ctx);
+    int slots = chunks > 1 ? fc_workers_count(w) : 1;
+    j.slot = (2 * (j.n + 1) + 15) & ~(int64_t)15; /* 64-byte slots: no false sharing */
+    fc_storage *s = fc_storage_new(ctx, (size_t)(j.slot * slots) * sizeof(float));
+    if (!s) {
+        fc_discard(ctx, y);
+        return NULL;
+    }
+    j.scratch = s->data;
+    if (chunks > 1)
+        fc_workers_run(w, chunks, sm_chunk, &j);
+    else
+        sm_chunk(&j, 0, 0);
+    fc_storage_release(s);
+    return y;
+}
+
+fc_tensor *fc_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis, const fc_softmax_options *opt)
+{
+    return softmax_impl(ctx, "fc_softmax", x, axis, opt, 0);
+}
+
+fc_tensor *fc_log_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis)
+{
+    return softmax_impl(ctx, "fc_log_softmax", x, axis, NULL, 1);
+}
