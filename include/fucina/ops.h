@@ -81,7 +81,9 @@ FC_API fc_tensor *fc_clamp(fc_ctx *ctx, fc_tensor *x, double lo, double hi);
 FC_API fc_tensor *fc_cast(fc_ctx *ctx, fc_tensor *x, fc_dtype to);
 
 /* --- reductions along named axes (the axes disappear; none = all) ---
- * Float inputs; f16/bf16 reduce into f32 and return f32. Sums are computed
+ * Float inputs; f16/bf16 reduce into f32 and return f32. Integer and bool
+ * inputs take sum (i64, wrapping), max/min (same dtype) and argmax/argmin.
+ * Sums are computed
  * in fixed-size blocks combined pairwise, in an order that does not depend
  * on the thread count. */
 FC_API fc_tensor *fc_sum(fc_ctx *ctx, fc_tensor *x, const char *const *axes, int n);

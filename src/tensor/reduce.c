@@ -168,6 +168,31 @@ static void red_row_f64(const red_job *j, int64_t r)
     }
 }
 
+/* Integer (and bool) rows, widened to i64: sums wrap like i64 arithmetic;
+ * max/min/argmax/argmin are exact. */
+static void red_row_i64(const red_job *j, int64_t r)
+{
+    const int64_t *x = (const int64_t *)j->x + r * j->row_stride;
+    int64_t n = j->len, best = 0;
+    int64_t *y = (int64_t *)j->y;
+    uint64_t s = 0;
+    switch (j->kind) {
+    case RED_SUM:
+        for (int64_t i = 0; i < n; i++) s += (uint64_t)x[i];
+        y[r] = (int64_t)s;
+        return;
+    case RED_MAX: case RED_ARGMAX:
+        for (int64_t i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+        y[r] = j->kind == RED_MAX ? x[best] : best;
+        return;
+    case RED_MIN: case RED_ARGMIN:
+        for (int64_t i = 1; i < n; i++) if (x[i] < x[best]) best = i;
+        y[r] = j->kind == RED_MIN ? x[best] : best;
+        return;
+    case RED_MEAN: case RED_VAR: case RED_NORM: case RED_LSE: return;
+    }
+}
+
 static void red_chunk(void *arg, int64_t chunk, int worker)
 {
     (void)worker;
@@ -176,6 +201,7 @@ static void red_chunk(void *arg, int64_t chunk, int worker)
     int64_t r0 = chunk * per, r1 = r0 + per > j->rows ? j->rows : r0 + per;
     for (int64_t r = r0; r < r1; r++) {
         if (j->dt == FC_F64) red_row_f64(j, r);
+        else if (j->dt == FC_I64) red_row_i64(j, r);
         else red_row_f32(j, r);
     }
 }
@@ -201,7 +227,8 @@ static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *c
     const char *op = red_name(kind);
     if (!ctx || !x) return NULL;
     char d[FCT_DESC_MAX];
-    if (!fc_dtype_is_float(x->dtype))
+    int integer = !fc_dtype_is_float(x->dtype);
+    if (integer && kind != RED_SUM && kind != RED_MAX && kind != RED_MIN && kind != RED_ARGMAX && kind != RED_ARGMIN)
         return fc_fail(ctx, FC_ERR_DTYPE, "%s: float input only, not %s (cast first)", op, fct_describe(x, d, sizeof d));
     int red[FC_MAX_RANK] = {0};
     int nred = 0;
@@ -228,7 +255,9 @@ static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *c
         rows *= x->dim[i];
     }
     int arg = kind == RED_ARGMAX || kind == RED_ARGMIN;
-    fc_dtype wt = x->dtype == FC_F64 ? FC_F64 : FC_F32;
+    /* Working type: f32 (f16/bf16 widen), f64, or i64 for integers and bool. */
+    fc_dtype wt = integer ? FC_I64 : x->dtype == FC_F64 ? FC_F64 : FC_F32;
+    /* Integer sums are i64; integer max/min keep the input dtype (cast back below). */
     fc_dtype ot = arg ? FC_I64 : wt;
     fc_tensor *y = fct_alloc(ctx, ot, orank, osz, onm);
     if (!y) return NULL;
@@ -273,6 +302,11 @@ static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *c
     if (rows * len >= FCT_PARALLEL_MIN_ELEMWISE && rows > 1) fc_workers_run(fc_ctx_workers(ctx), chunks, red_chunk, &j);
     else for (int64_t c = 0; c < chunks; c++) red_chunk(&j, c, 0);
     fc_discard(ctx, src);
+    if (integer && (kind == RED_MAX || kind == RED_MIN) && x->dtype != FC_I64) {
+        fc_tensor *z = fc_cast(ctx, y, x->dtype); /* exact: the values came from x */
+        fc_discard(ctx, y);
+        return z;
+    }
     return y;
 }
 

@@ -350,7 +350,7 @@ Test(loss, mse_goldens_and_errors)
 
 /* ---- threads ---------------------------------------------------------------------- */
 
-Test(loss, one_and_two_threads_agree, .timeout = 120)
+Test(loss, one_and_two_threads_agree)
 {
     fc_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
     uint64_t l1 = fc_ctx_pool_stats(c1).tensors_live, l2 = fc_ctx_pool_stats(c2).tensors_live;

@@ -390,3 +390,24 @@ Test(ops, dot_einsum_matmul_linear)
     fc_release(q); fc_release(kk); fc_release(s); fc_release(s2); fc_release(u); fc_release(xs);
     fc_release(ma); fc_release(mb); fc_release(mm); fc_release(bad);
 }
+
+Test(ops, integer_reductions)
+{
+    const int16_t v[] = {3, -7, 9, 9, -32768, 32767, 1, 0};
+    fc_tensor *x = fc_from_data(ctx, FC_I16, FC_SHAPE({"r", 2}, {"c", 4}), v, sizeof v);
+    fc_tensor *s = fc_sum(ctx, x, FC_AXES("c")), *m = fc_max(ctx, x, FC_AXES("c")), *a = fc_argmax(ctx, x, "c");
+    fc_tensor *n = fc_min(ctx, x, FC_NO_AXES);
+    cr_assert(s && m && a && n, "%s", fc_ctx_error(ctx));
+    cr_expect_eq(fc_tensor_dtype(s), FC_I64);
+    cr_expect_eq(fc_tensor_dtype(m), FC_I16);
+    const int64_t ws[] = {14, 0}, wa[] = {2, 1};
+    const int16_t wm[] = {9, 32767};
+    cr_expect_arr_eq(fc_tensor_data(s), ws, sizeof ws);
+    cr_expect_arr_eq(fc_tensor_data(m), wm, sizeof wm);
+    cr_expect_arr_eq(fc_tensor_data(a), wa, sizeof wa);
+    cr_expect_eq(fc_tensor_item(n), -32768);
+    cr_expect_null(fc_mean(ctx, x, FC_AXES("c")));
+    cr_expect_eq(fc_ctx_status(ctx), FC_ERR_DTYPE);
+    fc_ctx_clear_error(ctx);
+    fc_release(x); fc_release(s); fc_release(m); fc_release(a); fc_release(n);
+}

@@ -658,7 +658,7 @@ static void run_all(fc_ctx *c, fc_tensor **out)
     out[9] = fc_pad(c, fc_stack(c, (fc_tensor *[]){x, xt}, 2, "k", 2), "n", 3, 5, 1.5);
 }
 
-Test(shape, one_and_two_threads_agree, .timeout = 120)
+Test(shape, one_and_two_threads_agree)
 {
     fc_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
     uint64_t l1 = fc_ctx_pool_stats(c1).tensors_live, l2 = fc_ctx_pool_stats(c2).tensors_live;
