@@ -20,7 +20,8 @@ static void usage(FILE *f)
             "             measured now with generated probe arms\n"
             "  kernels    time every generated kernel arm (median ns, CV, GB/s, GFLOP/s), as a\n"
             "             fraction of the roofline and as a speedup over the scalar arm\n"
-            "  ops        f32 GEMM (fc_gemm_f32) against OpenBLAS, alternating runs, 1 and 2 threads\n"
+            "  ops        runtime ops: f32 GEMM against OpenBLAS (alternating runs), small-op cost, softmax/rmsnorm\n"
+            "             rows and attention against the roofline measured in the same run; 1 and 2 threads\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");

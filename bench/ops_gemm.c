@@ -16,6 +16,7 @@
 #include "exec/gemm.h"
 #include "exec/workers.h"
 #include "fcb.h"
+#include "ops_runtime.h"
 
 #ifdef FCB_HAVE_OPENBLAS
 #include <cblas.h>
@@ -90,6 +91,12 @@ static void help(FILE *f)
             "\n"
             "Shapes: square 256..2048 (row-major A, B) and LLM projections y = x.W^T, M in\n"
             "{1, 8, 32, 128, 512} x (K=1024, N=3072 | K=3072, N=1024), W stored [N, K].\n"
+            "\n"
+            "Then runtime ops through the public API, against the peak FMA rate and DRAM read\n"
+            "bandwidth measured in the same run: add64 (a 64-element add: the fixed cost of a small\n"
+            "op), softmax_rows and rmsnorm_rows (4096 x 4096 f32), attn_prefill (512 tokens, 16\n"
+            "heads, 8 KV heads, d 128, causal), attn_decode_f32/_f16 (one query, 4096 positions).\n"
+            "--filter applies to these names too.\n"
             "\n"
             "  --filter P,...   keep shapes whose name contains P or matches the glob P\n"
             "  --threads N,...  thread counts (default 1,2)\n"
@@ -382,6 +389,13 @@ int fcb_cmd_ops(int argc, char **argv)
             print_row(&res[nres++]);
         }
     }
+    fcb_ops_cfg rc_cfg = {out_f, o.filters, o.nfilters, o.threads, o.nthreads, o.rounds, o.min_ms, o.quick};
+    static fcb_ops_result rt[FCB_OPS_RUNTIME_MAX];
+    size_t nrt = 0;
+    if (!o.custom && fcb_ops_runtime(&rc_cfg, rt, FCB_OPS_RUNTIME_MAX, &nrt)) {
+        fprintf(stderr, "fucina-bench ops: the runtime-op cases failed\n");
+        return FCB_EXIT_FAIL;
+    }
     if (o.json) {
         fcb_json j;
         if (fcb_json_open(&j, o.json)) {
@@ -424,6 +438,7 @@ int fcb_cmd_ops(int argc, char **argv)
             fcb_json_num(&j, "max_rel_diff", r->max_rel_diff);
             fcb_json_end(&j, '}');
         }
+        fcb_ops_runtime_json(&j, rt, nrt);
         fcb_json_end(&j, ']');
         fcb_json_end(&j, '}');
         if (fcb_json_close(&j)) {
