@@ -1,10 +1,12 @@
 /* The tensor core: shapes and names, views, scopes, the buffer pool, errors,
  * casting rules, random tensors. References are direct index arithmetic and
  * the casting rules as written in fucina/dtype.h. */
+#define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fucina/fucina.h"
@@ -348,4 +350,54 @@ Test(tensor, random_is_counter_based)
     v /= 20000;
     cr_expect(fabs(m - 1.0) < 0.05 && fabs(sqrt(v) - 2.0) < 0.05, "mean %g std %g", m, sqrt(v));
     fc_release(a); fc_release(b); fc_release(c); fc_release(g);
+}
+
+Test(tensor, bad_fucina_threads_fails_the_context)
+{
+    char err[256] = "";
+    setenv("FUCINA_THREADS", "two", 1);
+    fc_ctx *c = fc_ctx_new(NULL, err, sizeof err);
+    unsetenv("FUCINA_THREADS");
+    cr_expect_null(c);
+    cr_expect(strstr(err, "FUCINA_THREADS") && strstr(err, "two"), "%s", err);
+    fc_ctx_options o = {.threads = -3};
+    cr_expect_null(fc_ctx_new(&o, err, sizeof err));
+    cr_expect(strstr(err, "threads"), "%s", err);
+    setenv("FUCINA_THREADS", "1", 1);
+    c = fc_ctx_new(NULL, err, sizeof err);
+    unsetenv("FUCINA_THREADS");
+    cr_assert(c, "%s", err);
+    cr_expect_eq(fc_ctx_threads(c), 1);
+    fc_ctx_free(c);
+}
+
+/* The allocator hooks see every buffer the pool takes and returns. */
+static long hook_allocs, hook_frees;
+static void *counting_alloc(void *user, size_t size, size_t align)
+{
+    (void)user;
+    hook_allocs++;
+    return aligned_alloc(align, (size + align - 1) / align * align);
+}
+static void counting_free(void *user, void *p, size_t size)
+{
+    (void)user; (void)size;
+    hook_frees++;
+    free(p);
+}
+
+Test(tensor, allocator_hooks)
+{
+    char err[128];
+    fc_allocator a = {counting_alloc, counting_free, NULL};
+    fc_ctx_options o = {.threads = 1, .allocator = &a};
+    fc_ctx *c = fc_ctx_new(&o, err, sizeof err);
+    cr_assert(c);
+    fc_tensor *x = fc_zeros(c, FC_F32, FC_SHAPE({"n", 100}));
+    fc_tensor *y = fc_exp(c, x);
+    cr_expect_eq(hook_allocs, 2);
+    fc_release(x);
+    fc_release(y);
+    fc_ctx_free(c);
+    cr_expect_eq(hook_frees, 2);
 }
