@@ -11,8 +11,7 @@
  *
  * Thread safety: one context may be used from several threads at once (the
  * backward pass runs ops on the workers); the pool, scopes and error state
- * are locked. Scopes are a per-context stack: open and close them from one
- * thread at a time. */
+ * are locked. Scopes are per thread (see below). */
 #ifndef FUCINA_CTX_H
 #define FUCINA_CTX_H
 
@@ -61,13 +60,16 @@ FC_API const char *fc_ctx_error(const fc_ctx *ctx);
 FC_API void fc_ctx_clear_error(fc_ctx *ctx);
 
 /* --- exec scopes ---
- * Every tensor created while a scope is open is adopted by the innermost
- * scope: the scope holds the reference the caller would otherwise own, and
- * fc_scope_end releases them all. So forward code can be written as nested
- * expressions without a release per intermediate. */
-typedef struct fc_scope { int depth; } fc_scope;
+ * Every tensor a thread creates while it has a scope open is adopted by that
+ * thread's innermost scope: the scope holds the reference the caller would
+ * otherwise own, and fc_scope_end releases them all. So forward code can be
+ * written as nested expressions without a release per intermediate. Scopes
+ * belong to the thread that opened them: other threads sharing the context
+ * (e.g. workers running a backward pass) are not affected by them. */
+typedef struct fc_scope { uint64_t id; } fc_scope;
 FC_API fc_scope fc_scope_begin(fc_ctx *ctx);
-/* Ends `s` (and any scope opened inside it and not yet ended). */
+/* Ends `s` (and any scope this thread opened inside it and did not end).
+ * Ending a scope that is not open on this thread is an FC_ERR_STATE error. */
 FC_API void fc_scope_end(fc_ctx *ctx, fc_scope s);
 
 /* --- buffer pool statistics --- */

@@ -17,9 +17,14 @@
 #define FC_ERRMSG_MAX 1024
 #define FC_DEFAULT_POOL_CAP ((size_t)1 << 30)
 
+/* An open scope: the thread that opened it adopts into it; other threads
+ * using the same context never see it (a backward pass running ops on the
+ * workers, or two threads running forward code, each get their own). */
 typedef struct fc_scope_list {
     fc_tensor **items;
     size_t n, cap;
+    uint64_t id;
+    pthread_t owner;
 } fc_scope_list;
 
 struct fc_ctx {
@@ -30,8 +35,9 @@ struct fc_ctx {
     fc_storage *free_storages;  /* headers without buffers */
     fc_tensor *free_tensors;
     fc_pool_stats stats;
-    fc_scope_list *scopes;
+    fc_scope_list *scopes;      /* open scopes of every thread, oldest first */
     int n_scopes, scopes_cap;
+    uint64_t next_scope_id;
     fc_status status;
     char errmsg[FC_ERRMSG_MAX];
     fc_workers *workers;
@@ -180,7 +186,12 @@ void fc_ctx_pool_trim(fc_ctx *ctx)
 void fc_ctx_free(fc_ctx *ctx)
 {
     if (!ctx) return;
-    if (ctx->n_scopes > 0) fc_scope_end(ctx, (fc_scope){1});
+    /* Release what open scopes still hold, newest first. */
+    for (int lv = ctx->n_scopes - 1; lv >= 0; lv--) {
+        fc_scope_list *l = &ctx->scopes[lv];
+        for (size_t i = l->n; i-- > 0;) fc_release(l->items[i]);
+        free(l->items);
+    }
     free(ctx->scopes);
     fc_workers_free(ctx->workers);
     fc_ctx_pool_trim(ctx);
@@ -336,6 +347,15 @@ static int scope_push_locked(fc_ctx *ctx, int level, fc_tensor *t)
     return 1;
 }
 
+/* The innermost scope of the calling thread at or below `from`, or -1. */
+static int own_scope_locked(const fc_ctx *ctx, int from)
+{
+    pthread_t self = pthread_self();
+    for (int lv = from; lv >= 0; lv--)
+        if (pthread_equal(ctx->scopes[lv].owner, self)) return lv;
+    return -1;
+}
+
 fc_tensor *fc_tensor_header(fc_ctx *ctx)
 {
     pthread_mutex_lock(&ctx->lock);
@@ -350,7 +370,8 @@ fc_tensor *fc_tensor_header(fc_ctx *ctx)
     atomic_init(&t->refs, 1);
     t->ctx = ctx;
     ctx->stats.tensors_live++;
-    if (ctx->n_scopes > 0 && !scope_push_locked(ctx, ctx->n_scopes - 1, t)) {
+    int lv = ctx->n_scopes > 0 ? own_scope_locked(ctx, ctx->n_scopes - 1) : -1;
+    if (lv >= 0 && !scope_push_locked(ctx, lv, t)) {
         t->next_free = ctx->free_tensors;
         ctx->free_tensors = t;
         ctx->stats.tensors_live--;
@@ -396,42 +417,64 @@ fc_scope fc_scope_begin(fc_ctx *ctx)
         ctx->scopes = ns;
         ctx->scopes_cap = ncap;
     }
-    ctx->scopes[ctx->n_scopes] = (fc_scope_list){0};
+    uint64_t id = ++ctx->next_scope_id;
+    ctx->scopes[ctx->n_scopes] = (fc_scope_list){NULL, 0, 0, id, pthread_self()};
     ctx->n_scopes++;
-    fc_scope s = {ctx->n_scopes};
     pthread_mutex_unlock(&ctx->lock);
-    return s;
+    return (fc_scope){id};
 }
 
 void fc_scope_end(fc_ctx *ctx, fc_scope s)
 {
     if (!ctx) return;
-    if (s.depth < 1 || s.depth > ctx->n_scopes) {
-        fc_fail(ctx, FC_ERR_STATE, "fc_scope_end: scope %d is not open (%d open)", s.depth, ctx->n_scopes);
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&ctx->lock);
+    int at = -1;
+    for (int lv = ctx->n_scopes - 1; lv >= 0; lv--)
+        if (ctx->scopes[lv].id == s.id && pthread_equal(ctx->scopes[lv].owner, self)) at = lv;
+    if (s.id == 0 || at < 0) {
+        int open = ctx->n_scopes;
+        pthread_mutex_unlock(&ctx->lock);
+        fc_fail(ctx, FC_ERR_STATE, "fc_scope_end: scope %llu is not open on this thread (%d open in the context)",
+                (unsigned long long)s.id, open);
         return;
     }
-    while (ctx->n_scopes >= s.depth) {
-        pthread_mutex_lock(&ctx->lock);
-        fc_scope_list l = ctx->scopes[ctx->n_scopes - 1];
-        ctx->n_scopes--;
+    /* Take this thread's scopes from `at` up (the one ending and any opened
+     * inside it); other threads' scopes stay, in order. The taken lists are
+     * released after the lock is dropped (fc_release takes it). */
+    fc_scope_list *taken = malloc((size_t)(ctx->n_scopes - at) * sizeof *taken);
+    if (!taken) {
         pthread_mutex_unlock(&ctx->lock);
-        /* Release newest first: views die before the tensors they view. */
-        for (size_t i = l.n; i-- > 0;) fc_release(l.items[i]);
-        free(l.items);
+        fc_fail(ctx, FC_ERR_OOM, "fc_scope_end: out of memory");
+        return;
     }
+    int w = at, nt = 0;
+    for (int lv = at; lv < ctx->n_scopes; lv++) {
+        if (pthread_equal(ctx->scopes[lv].owner, self)) taken[nt++] = ctx->scopes[lv];
+        else ctx->scopes[w++] = ctx->scopes[lv];
+    }
+    ctx->n_scopes = w;
+    pthread_mutex_unlock(&ctx->lock);
+    /* Release newest first: views die before the tensors they view. */
+    for (int k = nt - 1; k >= 0; k--) {
+        for (size_t i = taken[k].n; i-- > 0;) fc_release(taken[k].items[i]);
+        free(taken[k].items);
+    }
+    free(taken);
 }
 
 fc_tensor *fc_keep(fc_ctx *ctx, fc_tensor *t)
 {
     if (!ctx || !t) return t;
     pthread_mutex_lock(&ctx->lock);
-    for (int lv = ctx->n_scopes - 1; lv >= 0; lv--) {
+    for (int lv = own_scope_locked(ctx, ctx->n_scopes - 1); lv >= 0; lv = own_scope_locked(ctx, lv - 1)) {
         fc_scope_list *l = &ctx->scopes[lv];
         for (size_t i = l->n; i-- > 0;) {
             if (l->items[i] != t) continue;
             memmove(&l->items[i], &l->items[i + 1], (l->n - i - 1) * sizeof *l->items);
             l->n--;
-            if (lv > 0 && !scope_push_locked(ctx, lv - 1, t)) {
+            int parent = lv > 0 ? own_scope_locked(ctx, lv - 1) : -1;
+            if (parent >= 0 && !scope_push_locked(ctx, parent, t)) {
                 pthread_mutex_unlock(&ctx->lock);
                 fc_fail(ctx, FC_ERR_OOM, "fc_keep: out of memory");
                 return t; /* the caller owns it now */

@@ -401,3 +401,44 @@ Test(tensor, allocator_hooks)
     fc_ctx_free(c);
     cr_expect_eq(hook_frees, 2);
 }
+
+/* Scopes belong to the thread that opened them: a second thread's tensors
+ * (made while the first thread has a scope open) are not adopted by it. */
+#include <pthread.h>
+
+static void *other_thread(void *arg)
+{
+    fc_tensor **out = arg;
+    fc_tensor *a = fc_full(ctx, FC_F32, FC_SHAPE({"r", 8}, {"k", 16}), 1.0);
+    fc_tensor *b = fc_full(ctx, FC_F32, FC_SHAPE({"c", 4}, {"k", 16}), 2.0);
+    fc_scope s = fc_scope_begin(ctx); /* this thread's own scope */
+    fc_tensor *tmp = fc_dot(ctx, a, b, "k");
+    *out = fc_keep(ctx, fc_mul_scalar(ctx, tmp, 0.5));
+    fc_scope_end(ctx, s);
+    fc_release(a);
+    fc_release(b);
+    return NULL;
+}
+
+Test(tensor, scopes_are_per_thread)
+{
+    fc_scope mine = fc_scope_begin(ctx);
+    fc_tensor *x = fc_zeros(ctx, FC_F32, FC_SHAPE({"n", 4}));
+    fc_tensor *theirs = NULL;
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, other_thread, &theirs), 0);
+    pthread_join(th, NULL);
+    cr_assert(theirs, "%s", fc_ctx_error(ctx));
+    fc_scope_end(ctx, mine); /* releases x only */
+    (void)x;
+    int64_t i[2] = {7, 3};
+    cr_expect_eq(fc_tensor_get(theirs, i), 16.0);
+    fc_release(theirs);
+    /* Another thread cannot end my scope. */
+    fc_scope s2 = fc_scope_begin(ctx);
+    fc_scope_end(ctx, (fc_scope){s2.id + 1000});
+    cr_expect_eq(fc_ctx_status(ctx), FC_ERR_STATE);
+    fc_ctx_clear_error(ctx);
+    fc_scope_end(ctx, s2);
+    cr_expect_eq(fc_ctx_status(ctx), FC_OK);
+}
