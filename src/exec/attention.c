@@ -21,10 +21,16 @@
  * O_acc = O_acc*alpha + P·V. The final O = O_acc / l (with a sink s:
  * m'' = max(m, s), O = O_acc e^(m-m'') / (l e^(m-m'') + e^(s-m''))).
  *
- * Scratch per worker (floats, 64-byte aligned regions): gathered and packed
- * Q (rows_pad*dk each), packed K block (bc*dk), packed V block (bc*dv_pad),
- * one panel of S (MR*bc) and of packed P (MR*bc), O_acc (rows_pad*dv_pad),
- * m and l (rows_pad), and for f16 K/V the widened K and V blocks (bc*dk,
+ * Logits: Q is gathered times scale (or scale/softcap), so S = Q·Kᵀ is
+ * already scaled; per row one max pass and one fused pass y = exp(x - m),
+ * sum (the generated f32_exp_sub_sum) remain.
+ *
+ * Memory: one region, the shared part first (prepacked K/V blocks, or the
+ * split partials), then one slice per worker (floats, 64-byte aligned
+ * regions): gathered and packed Q (rows_pad*dk each, times the KV heads in
+ * split mode), packed K block (bc*dk), packed V block (bc*dv_pad), one panel
+ * of S (MR*bc) and of packed P (MR*bc), O_acc (rows_pad*dv_pad), m and l
+ * (rows_pad), and for f16 or staged K/V the widened K and V blocks (bc*dk,
  * bc*dv). */
 #include "exec/attention.h"
 
@@ -39,13 +45,19 @@
 /* Rows per chunk (in MR-row panels): the largest of FC_ATTN_ROW_PANELS_MAX,
  * /2, /4, ... down to FC_ATTN_ROW_PANELS_MIN that still gives at least
  * FC_ATTN_MIN_CHUNKS chunks (a function of the shape only, never of the
- * thread count). Packing a K/V block is amortized over all rows of a chunk;
- * packed Q and O_acc of 64 panels (6x64 tile, d = 128) take ~400 KB, in L2.
- * Keys per block: FC_ATTN_KV_BLOCK rounded up to NR. */
-#define FC_ATTN_ROW_PANELS_MAX 64
+ * thread count). Packed Q and O_acc of 32 panels (6x64 tile, d = 128) take
+ * ~200 KB, in L2 next to the K and V blocks.
+ * Keys per block (prefill): FC_ATTN_KV_BLOCK_FLOATS / max(dk, dv_pad), within
+ * [FC_ATTN_KV_BLOCK_MIN, FC_ATTN_KV_BLOCK_MAX], rounded up to NR (512 keys
+ * for d = 128: 256 KB of packed K and as much V). Long blocks mean few
+ * per-row calls (max, exp) and online-softmax rescales per row: at 128 keys
+ * per block a 512-token prefill ran ~8% slower. */
+#define FC_ATTN_ROW_PANELS_MAX 32
 #define FC_ATTN_ROW_PANELS_MIN 8
 #define FC_ATTN_MIN_CHUNKS 16
-#define FC_ATTN_KV_BLOCK 128
+#define FC_ATTN_KV_BLOCK_FLOATS 65536
+#define FC_ATTN_KV_BLOCK_MIN 128
+#define FC_ATTN_KV_BLOCK_MAX 1024
 
 struct fc_attn_workspace {
     void *mem;
@@ -124,13 +136,47 @@ static int gemm_geometry(int64_t *mr, int64_t *nr)
 
 /* ---- the plan ----------------------------------------------------------------- */
 
+/* Execution modes (a function of the shape only):
+ *   ATTN_LAZY     chunks (KV head, query block); each packs the K/V blocks it
+ *                 needs itself.
+ *   ATTN_PREPACK  the same chunks, but K and V are first packed once per
+ *                 (KV head, key block) into a shared region by a parallel
+ *                 pre-pass, and every query block of that head reads them
+ *                 (used when a head has several query blocks and the packed
+ *                 K/V fit in FC_ATTN_PREPACK_MAX_BYTES).
+ *   ATTN_SPLIT    few rows (decode): chunks are key ranges of split_len keys
+ *                 over all KV heads; each writes per-row partial (m, l, O)
+ *                 triples, merged afterwards in split order. Within a chunk,
+ *                 key blocks are outer and heads inner, so K/V rows are read
+ *                 in address order (one [token, head, dim] row after the
+ *                 other) instead of one head's rows at the token stride. */
+enum { ATTN_LAZY = 0, ATTN_PREPACK = 1, ATTN_SPLIT = 2 };
+
+/* Split mode: used when one query block of all tokens has at most
+ * FC_ATTN_SPLIT_MAX_PANELS panels of rows per KV head. A split is a whole
+ * number of key blocks, at least FC_ATTN_SPLIT_MIN_BLOCKS, and there are at
+ * most FC_ATTN_SPLIT_MAX splits. */
+#define FC_ATTN_SPLIT_MAX_PANELS 4
+#define FC_ATTN_SPLIT_MIN_BLOCKS 2
+#define FC_ATTN_SPLIT_MAX 16
+/* keys per block in split mode (rounded up to NR): the block's K and V rows
+ * of all heads (64 x 4 KB each for 8 heads x 128 f32) stay in L2 while the
+ * next block's are prefetched */
+#define FC_ATTN_SPLIT_KV_BLOCK 64
+#define FC_ATTN_PREPACK_MAX_BYTES ((size_t)64 << 20)
+
 typedef struct attn_plan {
     int64_t mr, nr, G, dk, dv, dv_pad;
     int64_t bq, rows_pad, bc, n_qb, n_chunks;
     int stage_kv;
+    int mode;
+    int64_t kb0, n_kb;            /* prepack: first key block and block count */
+    int64_t split_len, n_split;   /* split: keys per split, splits */
+    int64_t n_heads_state;        /* KV heads whose row state a worker holds (split: all) */
     /* offsets (floats) of each scratch region in one worker's slice */
     size_t off_qp, off_qt, off_kp, off_vp, off_s, off_pp, off_o, off_m, off_l, off_kf, off_vf;
     size_t per_worker; /* bytes, a multiple of 64 */
+    size_t shared;     /* bytes before the worker slices (prepacked K/V, partials), a multiple of 64 */
 } attn_plan;
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
@@ -144,6 +190,32 @@ static int64_t gcd64(int64_t a, int64_t b)
     return a;
 }
 
+/* Keys visible to query token t: [*lo, *hi] (empty when *hi < *lo). */
+static void token_range(const fc_attn_args *a, int64_t t, int64_t *lo, int64_t *hi)
+{
+    int64_t pos = a->q_pos0 + t;
+    int64_t l = 0, h = a->n_kv - 1;
+    if (a->causal && pos < h) h = pos;
+    if (a->window > 0 && pos - a->window + 1 > l) l = pos - a->window + 1;
+    *lo = l;
+    *hi = h;
+}
+
+/* Union span of the ranges of tokens [ta, tb]; empty gives lo > hi. */
+static void tokens_span(const fc_attn_args *a, int64_t ta, int64_t tb, int64_t *lo, int64_t *hi)
+{
+    int64_t l = INT64_MAX, h = INT64_MIN;
+    for (int64_t t = ta; t <= tb; t++) {
+        int64_t tl, th;
+        token_range(a, t, &tl, &th);
+        if (tl > th) continue;
+        if (tl < l) l = tl;
+        if (th > h) h = th;
+    }
+    *lo = l;
+    *hi = h;
+}
+
 static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *p)
 {
     p->mr = mr;
@@ -152,44 +224,87 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
     p->dk = a->head_dim;
     p->dv = a->head_dim_v ? a->head_dim_v : a->head_dim;
     p->dv_pad = round_up(p->dv, nr);
-
-    /* query tokens per chunk: a whole number of panels of rows when the
-     * group size allows it */
-    int64_t bq = 1;
-    for (int64_t panels = FC_ATTN_ROW_PANELS_MAX; panels >= FC_ATTN_ROW_PANELS_MIN; panels /= 2) {
-        bq = (panels * mr + p->G - 1) / p->G;
-        bq = round_up(bq, mr / gcd64(mr, p->G));
-        if (bq > a->n_q) bq = a->n_q;
-        if (bq < 1) bq = 1;
-        if (((a->n_q + bq - 1) / bq) * a->n_kv_head >= FC_ATTN_MIN_CHUNKS) break;
+    {
+        /* keys per block: FC_ATTN_KV_BLOCK_FLOATS floats of K (or V) rows,
+         * clamped to [FC_ATTN_KV_BLOCK_MIN, FC_ATTN_KV_BLOCK_MAX] */
+        const int64_t d = p->dk > p->dv_pad ? p->dk : p->dv_pad;
+        int64_t bc = FC_ATTN_KV_BLOCK_FLOATS / d;
+        if (bc < FC_ATTN_KV_BLOCK_MIN) bc = FC_ATTN_KV_BLOCK_MIN;
+        if (bc > FC_ATTN_KV_BLOCK_MAX) bc = FC_ATTN_KV_BLOCK_MAX;
+        p->bc = round_up(bc, nr);
     }
-    p->bq = bq;
-    p->rows_pad = round_up(bq * p->G, mr);
-    p->bc = round_up(FC_ATTN_KV_BLOCK, nr);
-    p->n_qb = (a->n_q + bq - 1) / bq;
-    p->n_chunks = p->n_qb * a->n_kv_head;
+    p->kb0 = p->n_kb = 0;
+    p->split_len = p->n_split = 0;
+    p->n_heads_state = 1;
+    p->shared = 0;
 
+    if (a->n_q * p->G <= FC_ATTN_SPLIT_MAX_PANELS * mr) {
+        /* split-KV: one query block of all tokens, key ranges as chunks */
+        p->mode = ATTN_SPLIT;
+        p->bc = round_up(FC_ATTN_SPLIT_KV_BLOCK, nr);
+        p->bq = a->n_q > 0 ? a->n_q : 1;
+        p->rows_pad = round_up(p->bq * p->G, mr);
+        p->n_qb = 1;
+        const int64_t blocks = a->n_kv > 0 ? (a->n_kv + p->bc - 1) / p->bc : 1;
+        int64_t per = (blocks + FC_ATTN_SPLIT_MAX - 1) / FC_ATTN_SPLIT_MAX;
+        if (per < FC_ATTN_SPLIT_MIN_BLOCKS) per = FC_ATTN_SPLIT_MIN_BLOCKS;
+        p->split_len = per * p->bc;
+        p->n_split = (blocks + per - 1) / per;
+        p->n_chunks = p->n_split;
+        p->n_heads_state = a->n_kv_head;
+        p->shared = (size_t)round_up(p->n_split * a->n_q * a->n_head * (p->dv + 2), 16) * sizeof(float);
+    } else {
+        /* query tokens per chunk: a whole number of panels of rows when the
+         * group size allows it */
+        int64_t bq = 1;
+        for (int64_t panels = FC_ATTN_ROW_PANELS_MAX; panels >= FC_ATTN_ROW_PANELS_MIN; panels /= 2) {
+            bq = (panels * mr + p->G - 1) / p->G;
+            bq = round_up(bq, mr / gcd64(mr, p->G));
+            if (bq > a->n_q) bq = a->n_q;
+            if (bq < 1) bq = 1;
+            if (((a->n_q + bq - 1) / bq) * a->n_kv_head >= FC_ATTN_MIN_CHUNKS) break;
+        }
+        p->bq = bq;
+        p->rows_pad = round_up(bq * p->G, mr);
+        p->n_qb = (a->n_q + bq - 1) / bq;
+        p->n_chunks = p->n_qb * a->n_kv_head;
+        p->mode = ATTN_LAZY;
+        int64_t lo, hi;
+        tokens_span(a, 0, a->n_q - 1, &lo, &hi);
+        if (p->n_qb > 1 && lo <= hi) {
+            const int64_t kb0 = lo / p->bc, n_kb = hi / p->bc - kb0 + 1;
+            const size_t bytes = (size_t)(a->n_kv_head * n_kb * p->bc * (p->dk + p->dv_pad)) * sizeof(float);
+            if (bytes <= FC_ATTN_PREPACK_MAX_BYTES) {
+                p->mode = ATTN_PREPACK;
+                p->kb0 = kb0;
+                p->n_kb = n_kb;
+                p->shared = bytes; /* a multiple of 64: bc is a multiple of 16 */
+            }
+        }
+    }
+
+    const int64_t hs = p->n_heads_state;
     size_t off = 0;
 #define FC_REGION(field, nfloats)                                  \
     do {                                                           \
         p->field = off;                                            \
         off += (size_t)round_up((int64_t)(nfloats), 16);           \
     } while (0)
-    FC_REGION(off_qp, p->rows_pad * p->dk);
+    FC_REGION(off_qp, hs * p->rows_pad * p->dk);
     FC_REGION(off_qt, p->rows_pad * p->dk);
     FC_REGION(off_kp, p->bc * p->dk);
     FC_REGION(off_vp, p->bc * p->dv_pad);
     FC_REGION(off_s, mr * p->bc);
     FC_REGION(off_pp, mr * p->bc);
-    FC_REGION(off_o, p->rows_pad * p->dv_pad);
-    FC_REGION(off_m, p->rows_pad);
-    FC_REGION(off_l, p->rows_pad);
+    FC_REGION(off_o, hs * p->rows_pad * p->dv_pad);
+    FC_REGION(off_m, hs * p->rows_pad);
+    FC_REGION(off_l, hs * p->rows_pad);
     /* Prefill-sized chunks first copy f32 K/V rows of a block into contiguous
      * scratch: packing straight from rows a power-of-two stride apart (e.g.
      * 8 heads x 128 floats = 4 KB) thrashes L1 sets in the transposing pack
      * (measured ~10% of a 512-token prefill). Decode-sized chunks pack
      * directly: there the extra copy costs more than it saves. */
-    p->stage_kv = a->kv_type == FC_ATTN_KV_F32 && p->rows_pad >= 8 * mr;
+    p->stage_kv = a->kv_type == FC_ATTN_KV_F32 && p->mode != ATTN_SPLIT && p->rows_pad >= 8 * mr;
     if (a->kv_type == FC_ATTN_KV_F16 || p->stage_kv) {
         FC_REGION(off_kf, p->bc * p->dk);
         FC_REGION(off_vf, p->bc * p->dv);
@@ -227,48 +342,246 @@ int fc_attention_plan(const fc_attn_args *a, fc_attn_plan *out)
     out->q_block = p.bq;
     out->kv_block = p.bc;
     out->n_chunks = p.n_chunks;
+    out->kv_split = p.mode == ATTN_SPLIT ? p.split_len : 0;
+    out->prepacked = p.mode == ATTN_PREPACK;
     return 0;
 }
 
-/* ---- one chunk ------------------------------------------------------------------ */
+/* ---- pieces of a chunk ------------------------------------------------------------ */
 
 typedef struct attn_ctx {
     const fc_attn_args *a;
     const fck_table *kt;
     attn_plan p;
-    unsigned char *mem;
+    unsigned char *mem;  /* shared region, then the worker slices */
     float lscale; /* scale, or scale / softcap */
 } attn_ctx;
 
-/* Keys visible to query token t: [*lo, *hi] (empty when *hi < *lo). */
-static void token_range(const fc_attn_args *a, int64_t t, int64_t *lo, int64_t *hi)
+typedef struct attn_scratch {
+    float *qp, *qt, *kp, *vp, *S, *pp, *oacc, *m, *l, *kf, *vf;
+} attn_scratch;
+
+static void worker_scratch(const attn_ctx *x, int worker, attn_scratch *s)
 {
-    int64_t pos = a->q_pos0 + t;
-    int64_t l = 0, h = a->n_kv - 1;
-    if (a->causal && pos < h) h = pos;
-    if (a->window > 0 && pos - a->window + 1 > l) l = pos - a->window + 1;
-    *lo = l;
-    *hi = h;
+    const attn_plan *p = &x->p;
+    float *ws = (float *)(x->mem + p->shared + (size_t)worker * p->per_worker);
+    s->qp = ws + p->off_qp;
+    s->qt = ws + p->off_qt;
+    s->kp = ws + p->off_kp;
+    s->vp = ws + p->off_vp;
+    s->S = ws + p->off_s;
+    s->pp = ws + p->off_pp;
+    s->oacc = ws + p->off_o;
+    s->m = ws + p->off_m;
+    s->l = ws + p->off_l;
+    s->kf = ws + p->off_kf;
+    s->vf = ws + p->off_vf;
 }
 
-/* Union span of the ranges of tokens [ta, tb]; empty gives lo > hi. */
-static void tokens_span(const fc_attn_args *a, int64_t ta, int64_t tb, int64_t *lo, int64_t *hi)
-{
-    int64_t l = INT64_MAX, h = INT64_MIN;
-    for (int64_t t = ta; t <= tb; t++) {
-        int64_t tl, th;
-        token_range(a, t, &tl, &th);
-        if (tl > th) continue;
-        if (tl < l) l = tl;
-        if (th > h) h = th;
-    }
-    *lo = l;
-    *hi = h;
-}
+/* The rows of one (KV head, query block): R = nt*G rows, row r = token
+ * t0 + r/G, query head g*G + r%G; packed Q, O_acc (row stride dv_pad), m, l. */
+typedef struct attn_rows {
+    int64_t g, t0, nt, R;
+    float *qp, *oacc, *m, *l;
+} attn_rows;
 
 static void zero_floats(float *x, int64_t n)
 {
     if (n > 0) memset(x, 0, (size_t)n * sizeof(float));
+}
+
+/* gather the rows' Q (token-major) into qt, pack into A panels, reset state */
+static void rows_init(const attn_ctx *x, const attn_rows *rw, float *qt)
+{
+    const fc_attn_args *a = x->a;
+    const attn_plan *p = &x->p;
+    const int64_t G = p->G, dk = p->dk, mr = p->mr;
+    for (int64_t r = 0; r < rw->R; r++)
+        x->kt->f32_scale((size_t)dk, a->q + (rw->t0 + r / G) * a->q_ts + (rw->g * G + r % G) * a->q_hs, x->lscale,
+                         qt + r * dk);
+    x->kt->f32_gemm_pack_a((size_t)rw->R, (size_t)dk, qt, (size_t)dk, rw->qp);
+    const int64_t rp = (rw->R + mr - 1) / mr * mr;
+    for (int64_t r = 0; r < rp; r++) {
+        rw->m[r] = -INFINITY;
+        rw->l[r] = 0.0f;
+    }
+    zero_floats(rw->oacc, rp * p->dv_pad);
+}
+
+/* pack keys [sa, sa+nb) of KV head g: K with pack_bt into kp, V with pack_b into vp */
+static void pack_k(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *kp)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t dk = x->p.dk;
+    if (a->kv_type == FC_ATTN_KV_F16) {
+        const fc_f16 *kb = (const fc_f16 *)a->k + g * a->k_hs;
+        for (int64_t i = 0; i < nb; i++) K->f16_to_f32((size_t)dk, kb + (sa + i) * a->k_ts, s->kf + i * dk);
+        K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, s->kf, (size_t)dk, kp);
+    } else {
+        const float *kb = (const float *)a->k + g * a->k_hs;
+        if (x->p.stage_kv) {
+            for (int64_t i = 0; i < nb; i++)
+                memcpy(s->kf + i * dk, kb + (sa + i) * a->k_ts, (size_t)dk * sizeof(float));
+            K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, s->kf, (size_t)dk, kp);
+        } else {
+            K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, kb + sa * a->k_ts, (size_t)a->k_ts, kp);
+        }
+    }
+}
+
+static void pack_v(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *vp)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t dv = x->p.dv;
+    if (a->kv_type == FC_ATTN_KV_F16) {
+        const fc_f16 *vb = (const fc_f16 *)a->v + g * a->v_hs;
+        for (int64_t i = 0; i < nb; i++) K->f16_to_f32((size_t)dv, vb + (sa + i) * a->v_ts, s->vf + i * dv);
+        K->f32_gemm_pack_b((size_t)nb, (size_t)dv, s->vf, (size_t)dv, vp);
+    } else {
+        const float *vb = (const float *)a->v + g * a->v_hs;
+        if (x->p.stage_kv) {
+            for (int64_t i = 0; i < nb; i++)
+                memcpy(s->vf + i * dv, vb + (sa + i) * a->v_ts, (size_t)dv * sizeof(float));
+            K->f32_gemm_pack_b((size_t)nb, (size_t)dv, s->vf, (size_t)dv, vp);
+        } else {
+            K->f32_gemm_pack_b((size_t)nb, (size_t)dv, vb + sa * a->v_ts, (size_t)a->v_ts, vp);
+        }
+    }
+}
+
+/* One key block for one row group: keys [sa, sb] of the block whose packed
+ * K/V start at key `base` and hold nbp keys (kp/vp: NULL means pack keys
+ * [sa, sb] lazily into scratch, then base = sa and nbp = sb - sa + 1). */
+static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_rows *rw, int64_t sa, int64_t sb,
+                       const float *kp_in, const float *vp_in, int64_t base, int64_t nbp)
+{
+    const fc_attn_args *a = x->a;
+    const attn_plan *p = &x->p;
+    const fck_table *K = x->kt;
+    const int64_t mr = p->mr, nr = p->nr, G = p->G, dk = p->dk, dv = p->dv, dvp = p->dv_pad, bc = p->bc;
+    const int64_t g = rw->g, t0 = rw->t0, R = rw->R;
+    const int64_t npan = (R + mr - 1) / mr;
+    float *S = sc->S, *pp = sc->pp, *oacc = rw->oacc, *m = rw->m, *l = rw->l;
+    const float *kp = kp_in, *vp = vp_in;
+    if (!kp) {
+        base = sa;
+        nbp = sb - sa + 1;
+    }
+
+    for (int64_t i = 0; i < npan; i++) {
+        const int64_t r0 = i * mr;
+        const int64_t r1 = (r0 + mr < R ? r0 + mr : R) - 1;
+        int64_t pa, pb;
+        tokens_span(a, t0 + r0 / G, t0 + r1 / G, &pa, &pb);
+        if (pa < sa) pa = sa;
+        if (pb > sb) pb = sb;
+        if (pa > pb) continue;
+
+        if (!kp) {
+            pack_k(x, sc, g, sa, nbp, sc->kp);
+            kp = sc->kp;
+        }
+
+        /* S tiles of this panel over the key tiles it can see */
+        float *Sp = S; /* this panel's rows of S: MR x bc; key s at column s - base */
+        for (int64_t j = (pa - base) / nr; j <= (pb - base) / nr; j++)
+            K->f32_gemm((size_t)dk, rw->qp + r0 * dk, kp + j * dk * nr, Sp + j * nr, (size_t)bc, 0);
+
+        /* per row: logits, running max, P = exp(x - m), running sum */
+        for (int64_t r = r0; r <= r1; r++) {
+            const int64_t t = t0 + r / G, h = g * G + r % G;
+            float *xr = S + (r - r0) * bc;
+            int64_t ra, rb;
+            token_range(a, t, &ra, &rb);
+            if (ra < pa) ra = pa;
+            if (rb > pb) rb = pb;
+            if (ra > rb) {
+                zero_floats(xr + (pa - base), pb - pa + 1);
+                continue;
+            }
+            float *u = xr + (ra - base); /* logits already scaled: Q was packed times lscale */
+            const size_t n = (size_t)(rb - ra + 1);
+            if (a->softcap > 0.0f) {
+                K->f32_tanh(n, u, u);
+                K->f32_scale(n, u, a->softcap, u);
+            }
+            if (a->mask) K->f32_add(n, u, a->mask + t * a->mask_rs + h * a->mask_hs + ra, u);
+            const float mx = K->f32_reduce_max(n, u);
+            const float mo = m[r];
+            const float mn = (mx > mo || mx != mx) ? mx : mo; /* a NaN logit propagates */
+            if (mn == -INFINITY) { /* nothing with weight yet */
+                zero_floats(xr + (pa - base), pb - pa + 1);
+                continue;
+            }
+            const float sum = K->f32_exp_sub_sum(n, u, mn, u);
+            if (mo == -INFINITY) {
+                l[r] = sum;
+            } else {
+                const float alpha = expf(mo - mn);
+                l[r] = l[r] * alpha + sum;
+                if (alpha != 1.0f) K->f32_scale((size_t)dv, oacc + r * dvp, alpha, oacc + r * dvp);
+            }
+            m[r] = mn;
+            zero_floats(xr + (pa - base), ra - pa);
+            zero_floats(xr + (rb + 1 - base), pb - rb);
+        }
+
+        /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb] */
+        if (!vp) {
+            pack_v(x, sc, g, sa, nbp, sc->vp);
+            vp = sc->vp;
+        }
+        const int64_t kc = pb - pa + 1;
+        K->f32_gemm_pack_a((size_t)(r1 - r0 + 1), (size_t)kc, Sp + (pa - base), (size_t)bc, pp);
+        for (int64_t j = 0; j < dvp / nr; j++)
+            K->f32_gemm((size_t)kc, pp, vp + j * nbp * nr + (pa - base) * nr, oacc + r0 * dvp + j * nr,
+                        (size_t)dvp, 1);
+    }
+}
+
+/* O[t, h] from a row's state (m, l, O_acc); empty or fully masked: zeros */
+static void store_row(const attn_ctx *x, int64_t t, int64_t h, float mr_, float lr, const float *oacc)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t dv = x->p.dv;
+    float *dst = a->o + t * a->o_ts + h * a->o_hs;
+    if (mr_ == -INFINITY || lr == 0.0f) {
+        zero_floats(dst, dv);
+        return;
+    }
+    if (a->sinks) {
+        const float sk = a->sinks[h];
+        float f;
+        if (sk > mr_) {
+            const float e = expf(mr_ - sk);
+            f = e / (lr * e + 1.0f);
+        } else {
+            f = 1.0f / (lr + expf(sk - mr_));
+        }
+        K->f32_scale((size_t)dv, oacc, f, dst);
+    } else {
+        K->f32_scale((size_t)dv, oacc, 1.0f / lr, dst);
+    }
+}
+
+/* ---- chunks: (KV head, query block), lazy or prepacked K/V ------------------------- */
+
+static void prepack_chunk(void *arg, int64_t c, int worker)
+{
+    const attn_ctx *x = arg;
+    const attn_plan *p = &x->p;
+    const fc_attn_args *a = x->a;
+    attn_scratch sc;
+    worker_scratch(x, worker, &sc);
+    const int64_t g = c % a->n_kv_head, kb = p->kb0 + c / a->n_kv_head;
+    const int64_t base = kb * p->bc;
+    const int64_t nb = a->n_kv - base < p->bc ? a->n_kv - base : p->bc;
+    float *kp = (float *)x->mem + (g * p->n_kb + (kb - p->kb0)) * p->bc * (p->dk + p->dv_pad);
+    pack_k(x, &sc, g, base, nb, kp);
+    pack_v(x, &sc, g, base, nb, kp + p->bc * p->dk);
 }
 
 static void attn_chunk(void *arg, int64_t c, int worker)
@@ -276,169 +589,153 @@ static void attn_chunk(void *arg, int64_t c, int worker)
     const attn_ctx *x = arg;
     const fc_attn_args *a = x->a;
     const attn_plan *p = &x->p;
-    const fck_table *K = x->kt;
-    const int64_t mr = p->mr, nr = p->nr, G = p->G, dk = p->dk, dv = p->dv, dvp = p->dv_pad, bc = p->bc;
-
-    float *ws = (float *)(x->mem + (size_t)worker * p->per_worker);
-    float *qp = ws + p->off_qp, *qt = ws + p->off_qt, *kp = ws + p->off_kp, *vp = ws + p->off_vp, *S = ws + p->off_s;
-    float *pp = ws + p->off_pp, *oacc = ws + p->off_o, *m = ws + p->off_m, *l = ws + p->off_l;
-    float *kf = ws + p->off_kf, *vf = ws + p->off_vf;
+    const int64_t G = p->G, bc = p->bc;
+    attn_scratch sc;
+    worker_scratch(x, worker, &sc);
 
     /* heaviest query blocks (the last ones, under causality) first */
-    const int64_t g = c % a->n_kv_head;
+    attn_rows rw;
+    rw.g = c % a->n_kv_head;
     const int64_t qb = p->n_qb - 1 - c / a->n_kv_head;
-    const int64_t t0 = qb * p->bq;
-    const int64_t nt = (a->n_q - t0 < p->bq) ? a->n_q - t0 : p->bq;
-    const int64_t R = nt * G;
-    const int64_t npan = (R + mr - 1) / mr;
+    rw.t0 = qb * p->bq;
+    rw.nt = (a->n_q - rw.t0 < p->bq) ? a->n_q - rw.t0 : p->bq;
+    rw.R = rw.nt * G;
+    rw.qp = sc.qp;
+    rw.oacc = sc.oacc;
+    rw.m = sc.m;
+    rw.l = sc.l;
 
     int64_t span_lo, span_hi;
-    tokens_span(a, t0, t0 + nt - 1, &span_lo, &span_hi);
-
-    if (span_lo <= span_hi) {
-        /* gather the chunk's Q rows (token-major), then pack them into A panels */
-        for (int64_t r = 0; r < R; r++)
-            memcpy(qt + r * dk, a->q + (t0 + r / G) * a->q_ts + (g * G + r % G) * a->q_hs,
-                   (size_t)dk * sizeof(float));
-        K->f32_gemm_pack_a((size_t)R, (size_t)dk, qt, (size_t)dk, qp);
-        for (int64_t r = 0; r < npan * mr; r++) {
-            m[r] = -INFINITY;
-            l[r] = 0.0f;
-        }
-        zero_floats(oacc, npan * mr * dvp);
+    tokens_span(a, rw.t0, rw.t0 + rw.nt - 1, &span_lo, &span_hi);
+    if (span_lo > span_hi) {
+        for (int64_t r = 0; r < rw.R; r++) store_row(x, rw.t0 + r / G, rw.g * G + r % G, -INFINITY, 0.0f, NULL);
+        return;
     }
-
-    const size_t kel = a->kv_type == FC_ATTN_KV_F16 ? sizeof(fc_f16) : sizeof(float);
-    /* (k and v may be NULL when n_kv == 0; then the span is empty) */
-    const unsigned char *kbase = a->k ? (const unsigned char *)a->k + (size_t)(g * a->k_hs) * kel : NULL;
-    const unsigned char *vbase = a->v ? (const unsigned char *)a->v + (size_t)(g * a->v_hs) * kel : NULL;
+    rows_init(x, &rw, sc.qt);
 
     /* key blocks at fixed multiples of bc, clipped to the chunk's span: a
      * row's partial sums then do not depend on which rows share its chunk */
-    for (int64_t kb = span_lo > 0 ? span_lo / bc : 0; kb * bc <= span_hi; kb++) {
-        const int64_t sa = kb * bc > span_lo ? kb * bc : span_lo;                 /* first key */
-        const int64_t sb = kb * bc + bc - 1 < span_hi ? kb * bc + bc - 1 : span_hi; /* last key */
-        const int64_t nb = sb - sa + 1;
-        int k_packed = 0, v_packed = 0;
-
-        for (int64_t i = 0; i < npan; i++) {
-            const int64_t r0 = i * mr;
-            const int64_t r1 = (r0 + mr < R ? r0 + mr : R) - 1;
-            int64_t pa, pb;
-            tokens_span(a, t0 + r0 / G, t0 + r1 / G, &pa, &pb);
-            if (pa < sa) pa = sa;
-            if (pb > sb) pb = sb;
-            if (pa > pb) continue;
-
-            if (!k_packed) {
-                if (a->kv_type == FC_ATTN_KV_F16) {
-                    for (int64_t s = 0; s < nb; s++)
-                        K->f16_to_f32((size_t)dk, (const fc_f16 *)kbase + (sa + s) * a->k_ts, kf + s * dk);
-                    K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, kf, (size_t)dk, kp);
-                } else if (p->stage_kv) {
-                    for (int64_t s = 0; s < nb; s++)
-                        memcpy(kf + s * dk, (const float *)kbase + (sa + s) * a->k_ts, (size_t)dk * sizeof(float));
-                    K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, kf, (size_t)dk, kp);
-                } else {
-                    K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, (const float *)kbase + sa * a->k_ts,
-                                        (size_t)a->k_ts, kp);
-                }
-                k_packed = 1;
-            }
-
-            /* S tiles of this panel over the key tiles it can see */
-            float *Sp = S; /* this panel's rows of S: MR x bc */
-            for (int64_t j = (pa - sa) / nr; j <= (pb - sa) / nr; j++)
-                K->f32_gemm((size_t)dk, qp + r0 * dk, kp + j * dk * nr, Sp + j * nr, (size_t)bc, 0);
-
-            /* per row: logits, running max, P = exp(x - m), running sum */
-            for (int64_t r = r0; r <= r1; r++) {
-                const int64_t t = t0 + r / G, h = g * G + r % G;
-                float *xr = S + (r - r0) * bc; /* xr[s - sa] is key s */
-                int64_t ra, rb;
-                token_range(a, t, &ra, &rb);
-                if (ra < pa) ra = pa;
-                if (rb > pb) rb = pb;
-                if (ra > rb) {
-                    zero_floats(xr + (pa - sa), pb - pa + 1);
-                    continue;
-                }
-                float *u = xr + (ra - sa);
-                const size_t n = (size_t)(rb - ra + 1);
-                K->f32_scale(n, u, x->lscale, u);
-                if (a->softcap > 0.0f) {
-                    K->f32_tanh(n, u, u);
-                    K->f32_scale(n, u, a->softcap, u);
-                }
-                if (a->mask) K->f32_add(n, u, a->mask + t * a->mask_rs + h * a->mask_hs + ra, u);
-                const float mx = K->f32_reduce_max(n, u);
-                const float mo = m[r];
-                const float mn = (mx > mo || mx != mx) ? mx : mo; /* a NaN logit propagates */
-                if (mn == -INFINITY) { /* nothing with weight yet */
-                    zero_floats(xr + (pa - sa), pb - pa + 1);
-                    continue;
-                }
-                K->f32_sub_vs(n, u, mn, u);
-                K->f32_exp(n, u, u);
-                const float sum = K->f32_sum(n, u);
-                if (mo == -INFINITY) {
-                    l[r] = sum;
-                } else {
-                    const float alpha = expf(mo - mn);
-                    l[r] = l[r] * alpha + sum;
-                    if (alpha != 1.0f) K->f32_scale((size_t)dv, oacc + r * dvp, alpha, oacc + r * dvp);
-                }
-                m[r] = mn;
-                zero_floats(xr + (pa - sa), ra - pa);
-                zero_floats(xr + (rb + 1 - sa), pb - rb);
-            }
-
-            /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb] */
-            if (!v_packed) {
-                if (a->kv_type == FC_ATTN_KV_F16) {
-                    for (int64_t s = 0; s < nb; s++)
-                        K->f16_to_f32((size_t)dv, (const fc_f16 *)vbase + (sa + s) * a->v_ts, vf + s * dv);
-                    K->f32_gemm_pack_b((size_t)nb, (size_t)dv, vf, (size_t)dv, vp);
-                } else if (p->stage_kv) {
-                    for (int64_t s = 0; s < nb; s++)
-                        memcpy(vf + s * dv, (const float *)vbase + (sa + s) * a->v_ts, (size_t)dv * sizeof(float));
-                    K->f32_gemm_pack_b((size_t)nb, (size_t)dv, vf, (size_t)dv, vp);
-                } else {
-                    K->f32_gemm_pack_b((size_t)nb, (size_t)dv, (const float *)vbase + sa * a->v_ts,
-                                       (size_t)a->v_ts, vp);
-                }
-                v_packed = 1;
-            }
-            const int64_t kc = pb - pa + 1;
-            K->f32_gemm_pack_a((size_t)(r1 - r0 + 1), (size_t)kc, Sp + (pa - sa), (size_t)bc, pp);
-            for (int64_t j = 0; j < dvp / nr; j++)
-                K->f32_gemm((size_t)kc, pp, vp + j * nb * nr + (pa - sa) * nr, oacc + r0 * dvp + j * nr,
-                            (size_t)dvp, 1);
-        }
-    }
-
-    /* normalize and store */
-    for (int64_t r = 0; r < R; r++) {
-        const int64_t t = t0 + r / G, h = g * G + r % G;
-        float *dst = a->o + t * a->o_ts + h * a->o_hs;
-        if (span_lo > span_hi || m[r] == -INFINITY || l[r] == 0.0f) { /* fully masked */
-            zero_floats(dst, dv);
-            continue;
-        }
-        float f;
-        if (a->sinks) {
-            const float sk = a->sinks[h];
-            if (sk > m[r]) {
-                const float e = expf(m[r] - sk);
-                f = e / (l[r] * e + 1.0f);
-            } else {
-                f = 1.0f / (l[r] + expf(sk - m[r]));
-            }
-            K->f32_scale((size_t)dv, oacc + r * dvp, f, dst);
+    for (int64_t kb = span_lo / bc; kb * bc <= span_hi; kb++) {
+        const int64_t sa = kb * bc > span_lo ? kb * bc : span_lo;
+        const int64_t sb = kb * bc + bc - 1 < span_hi ? kb * bc + bc - 1 : span_hi;
+        if (p->mode == ATTN_PREPACK) {
+            const float *kp = (const float *)x->mem + (rw.g * p->n_kb + (kb - p->kb0)) * bc * (p->dk + p->dv_pad);
+            const int64_t nbp = a->n_kv - kb * bc < bc ? a->n_kv - kb * bc : bc;
+            block_step(x, &sc, &rw, sa, sb, kp, kp + bc * p->dk, kb * bc, nbp);
         } else {
-            K->f32_div_vs((size_t)dv, oacc + r * dvp, l[r], dst);
+            block_step(x, &sc, &rw, sa, sb, NULL, NULL, 0, 0);
         }
     }
+
+    for (int64_t r = 0; r < rw.R; r++)
+        store_row(x, rw.t0 + r / G, rw.g * G + r % G, rw.m[r], rw.l[r], rw.oacc + r * p->dv_pad);
+}
+
+/* ---- split-KV chunks: a key range over all KV heads ------------------------------- */
+
+/* partial triple of split s, row (token t, query head h): m, l, O[dv] */
+static float *partial(const attn_ctx *x, int64_t s, int64_t t, int64_t h)
+{
+    const fc_attn_args *a = x->a;
+    return (float *)x->mem + ((s * a->n_q + t) * a->n_head + h) * (x->p.dv + 2);
+}
+
+/* prefetch the K and V slices of KV head g for keys [sa, sb] */
+static void prefetch_head(const attn_ctx *x, int64_t g, int64_t sa, int64_t sb)
+{
+#if defined(__GNUC__)
+    const fc_attn_args *a = x->a;
+    const size_t kel = a->kv_type == FC_ATTN_KV_F16 ? sizeof(fc_f16) : sizeof(float);
+    const char *kb = (const char *)a->k + (size_t)(g * a->k_hs) * kel;
+    const char *vb = (const char *)a->v + (size_t)(g * a->v_hs) * kel;
+    const size_t kbytes = (size_t)x->p.dk * kel, vbytes = (size_t)x->p.dv * kel;
+    for (int64_t s = sa; s <= sb; s++) {
+        const char *kr = kb + (size_t)(s * a->k_ts) * kel, *vr = vb + (size_t)(s * a->v_ts) * kel;
+        for (size_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 0, 3);
+        for (size_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 0, 3);
+    }
+#else
+    (void)x;
+    (void)g;
+    (void)sa;
+    (void)sb;
+#endif
+}
+
+static void split_chunk(void *arg, int64_t s, int worker)
+{
+    const attn_ctx *x = arg;
+    const fc_attn_args *a = x->a;
+    const attn_plan *p = &x->p;
+    const int64_t G = p->G, bc = p->bc, KH = a->n_kv_head, rp = p->rows_pad, dv = p->dv;
+    attn_scratch sc;
+    worker_scratch(x, worker, &sc);
+
+    int64_t lo, hi;
+    tokens_span(a, 0, a->n_q - 1, &lo, &hi);
+    const int64_t s0 = s * p->split_len, s1 = s0 + p->split_len - 1;
+    if (lo < s0) lo = s0;
+    if (hi > s1) hi = s1;
+
+    attn_rows rw[1];
+    if (lo <= hi) {
+        for (int64_t g = 0; g < KH; g++) {
+            attn_rows r = {g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
+                           sc.m + g * rp, sc.l + g * rp};
+            rows_init(x, &r, sc.qt);
+        }
+        for (int64_t kb = lo / bc; kb * bc <= hi; kb++) {
+            const int64_t sa = kb * bc > lo ? kb * bc : lo;
+            const int64_t sb = kb * bc + bc - 1 < hi ? kb * bc + bc - 1 : hi;
+            const int64_t nsa = sb + 1, nsb = sb + bc < hi ? sb + bc : hi;
+            for (int64_t g = 0; g < KH; g++) {
+                /* the next head's rows of this block, or head 0 of the next */
+                /* this head's rows of the next block, one block ahead */
+                if (nsa <= nsb) prefetch_head(x, g, nsa, nsb);
+                rw[0] = (attn_rows){g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
+                                    sc.m + g * rp, sc.l + g * rp};
+                block_step(x, &sc, &rw[0], sa, sb, NULL, NULL, 0, 0);
+            }
+        }
+    }
+    for (int64_t g = 0; g < KH; g++)
+        for (int64_t r = 0; r < a->n_q * G; r++) {
+            float *pt = partial(x, s, r / G, g * G + r % G);
+            if (lo <= hi) {
+                pt[0] = sc.m[g * rp + r];
+                pt[1] = sc.l[g * rp + r];
+                memcpy(pt + 2, sc.oacc + (g * rp + r) * p->dv_pad, (size_t)dv * sizeof(float));
+            } else {
+                pt[0] = -INFINITY;
+                pt[1] = 0.0f;
+            }
+        }
+}
+
+/* merge the splits of row (t, h) in split order and store it; acc: dv floats */
+static void merge_row(const attn_ctx *x, int64_t t, int64_t h, float *acc)
+{
+    const fck_table *K = x->kt;
+    const int64_t dv = x->p.dv, ns = x->p.n_split;
+    float M = -INFINITY;
+    for (int64_t s = 0; s < ns; s++) {
+        const float ms = partial(x, s, t, h)[0];
+        M = (ms > M || ms != ms) ? ms : M;
+    }
+    if (M == -INFINITY) {
+        store_row(x, t, h, M, 0.0f, NULL);
+        return;
+    }
+    float L = 0.0f;
+    zero_floats(acc, dv);
+    for (int64_t s = 0; s < ns; s++) {
+        const float *pt = partial(x, s, t, h);
+        if (pt[0] == -INFINITY) continue;
+        const float w = expf(pt[0] - M);
+        L += pt[1] * w;
+        K->f32_axpy((size_t)dv, pt + 2, w, acc);
+    }
+    store_row(x, t, h, M, L, acc);
 }
 
 /* ---- entry point ------------------------------------------------------------------ */
@@ -457,7 +754,7 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a)
     x.lscale = a->softcap > 0.0f ? a->scale / a->softcap : a->scale;
 
     const int n_workers = fc_workers_count(w);
-    const size_t need = (size_t)n_workers * x.p.per_worker;
+    const size_t need = x.p.shared + (size_t)n_workers * x.p.per_worker;
     void *tmp = NULL;
     if (a->ws) {
         if (a->ws->bytes < need) {
@@ -474,7 +771,17 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a)
         x.mem = tmp;
     }
 
-    fc_workers_run(w, x.p.n_chunks, attn_chunk, &x);
+    if (x.p.mode == ATTN_SPLIT) {
+        fc_workers_run(w, x.p.n_split, split_chunk, &x);
+        /* the merge, in split order (the first worker's O_acc as scratch) */
+        attn_scratch sc;
+        worker_scratch(&x, 0, &sc);
+        for (int64_t t = 0; t < a->n_q; t++)
+            for (int64_t h = 0; h < a->n_head; h++) merge_row(&x, t, h, sc.oacc);
+    } else {
+        if (x.p.mode == ATTN_PREPACK) fc_workers_run(w, a->n_kv_head * x.p.n_kb, prepack_chunk, &x);
+        fc_workers_run(w, x.p.n_chunks, attn_chunk, &x);
+    }
     free(tmp);
     return 0;
 }

@@ -29,33 +29,38 @@
  * O may be Q itself (same pointer and strides, head_dim_v == head_dim); it
  * must not overlap K, V, the mask or the sinks otherwise.
  *
- * Algorithm. Work is cut into chunks (KV head g, block of query tokens); the
- * rows of a chunk are (token, query head of the group) pairs, token-major,
- * so the n_head/n_kv_head heads sharing a KV head form the M dimension of
- * the register tiles together and K/V are read once per chunk (for decode,
- * n_q = 1, a chunk is one KV head with its group of query heads). Per key
- * block: K is packed (pack_bt; f16 first widened into scratch), S = Q·Kᵀ by
- * the f32_gemm micro-kernel, then per row scale/softcap/mask, running max,
- * P = exp(x - m) and running sum through the generated row kernels, the
- * accumulator is rescaled, and O_acc += P·V by the micro-kernel (V packed
- * with pack_b). Key blocks outside every row's visible range are skipped,
- * and inside a block each register panel of rows only multiplies the key
- * range its rows can see.
+ * Algorithm. The rows of the problem are (token, query head of the group)
+ * pairs, token-major per KV head, so the n_head/n_kv_head heads sharing a KV
+ * head form the M dimension of the register tiles together. Per key block:
+ * K is packed (pack_bt; f16 first widened into scratch), S = Q·Kᵀ by the
+ * f32_gemm micro-kernel (Q gathered times the scale), then per row softcap
+ * and mask, the running max, P = exp(x - m) with its sum in one pass
+ * (f32_exp_sub_sum), the accumulator is rescaled, and O_acc += P·V by the
+ * micro-kernel (V packed with pack_b). Key blocks outside every row's visible
+ * range are skipped, and inside a block each register panel of rows only
+ * multiplies the key range its rows can see. Two ways to cut the work:
  *
- * Chunk size: up to 64 MR-row panels per chunk (fewer when that would leave
- * fewer than 16 chunks), so each packed K/V block serves many rows. Key
- * blocks sit at fixed multiples of 128 keys (rounded up to NR).
+ *   prefill (more than 4 MR-row panels of rows per KV head): chunks are
+ *   (KV head, block of query tokens), up to 32 panels of rows each (fewer
+ *   when that would leave fewer than 16 chunks). When a head has several
+ *   query blocks, K and V are first packed once per (KV head, key block) by
+ *   a parallel pre-pass into the workspace (if that takes at most 64 MiB)
+ *   and shared by all query blocks. Key blocks: 65536 floats of K rows
+ *   (512 keys at d = 128), between 128 and 1024 keys, rounded up to NR.
  *
- * Determinism. The chunking and block boundaries depend only on the shape
- * and the dispatched tile geometry, never on the thread count; each chunk
- * is computed by one worker. So 1 and N threads give identical bits (for a
- * given dispatch; different ISAs may differ in the last bits).
+ *   split-KV (decode, few rows): chunks are key ranges ("splits", whole
+ *   numbers of 64-key blocks, at least 2 blocks, at most 16 splits) over all
+ *   KV heads; inside a chunk the key blocks are outer and the heads inner,
+ *   so the [token, head, dim] rows are read in address order (the next
+ *   block's rows prefetched), not one head's rows at the token stride. Each
+ *   chunk leaves per-row partial (m, l, O_acc) triples; they are merged in
+ *   split order: M = max m_s, l = sum l_s e^(m_s - M), O = sum O_s e^(m_s - M).
  *
- * Performance notes: decode (n_q = 1) parallelizes over KV heads only, and
- * reads each head's K/V rows at the token stride; with the [token, head,
- * dim] layout that is a page-strided pattern that runs at about half the
- * sequential DRAM bandwidth. A split-KV decode (chunks over key ranges of
- * all heads, merged in a fixed order) is the known next step.
+ * Determinism. The mode, the chunking, the splits and the block boundaries
+ * depend only on the shape and the dispatched tile geometry, never on the
+ * thread count; each chunk is computed by one worker and the split merge
+ * runs in a fixed order. So 1 and N threads give identical bits (for a given
+ * dispatch; different ISAs may differ in the last bits).
  *
  * Accuracy: f32 accumulation throughout; the exp kernel is within 2 ulp.
  */
@@ -123,6 +128,8 @@ typedef struct fc_attn_plan {
     int64_t mr, nr;             /* micro-kernel tile in use */
     int64_t q_block, kv_block;
     int64_t n_chunks;
+    int64_t kv_split;           /* split-KV (decode): keys per split, else 0 */
+    int prepacked;              /* K/V packed once per (KV head, key block) */
 } fc_attn_plan;
 int fc_attention_plan(const fc_attn_args *a, fc_attn_plan *out);
 

@@ -46,6 +46,29 @@ static int merge_group(const fc_tensor *t, const int *idx, int n, int64_t *size,
     return 1;
 }
 
+/* Merge t's three axis groups (idx[g][0..n[g])) into (size, stride) each. If
+ * a group cannot merge, replace *t by a contiguous copy in group order (the
+ * copy belongs to the caller's scope) and merge again. 0 on failure. */
+static int grouped(fc_ctx *ctx, fc_tensor **t, int idx[3][FC_MAX_RANK], const int n[3], int64_t size[3],
+                   int64_t stride[3])
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int ok = 1;
+        for (int g = 0; g < 3; g++) ok = ok && merge_group(*t, idx[g], n[g], &size[g], &stride[g]);
+        if (ok) return 1;
+        const char *ord[FC_MAX_RANK];
+        int r = 0;
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < n[g]; i++) ord[r++] = (*t)->axis[idx[g][i]];
+        *t = fc_clone(ctx, fc_permute(ctx, *t, ord, r));
+        if (!*t) return 0;
+        r = 0;
+        for (int g = 0; g < 3; g++)
+            for (int i = 0; i < n[g]; i++) idx[g][i] = r++;
+    }
+    return 0;
+}
+
 fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const *out, int n)
 {
     static const char *op = "fc_einsum";
@@ -105,35 +128,10 @@ fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const 
         if (pb >= 0 && !in_list(on, n, A->axis[i])) { ia[2][na[2]++] = i; ib[1][nb[1]++] = pb; }
     }
     /* ia: [0]=batch [1]=M [2]=K ; ib: [0]=batch [1]=K [2]=N */
-    int64_t bs_a = 1, bst_a = 0, m = 1, rsa = 0, k = 1, csa = 0, bs_b = 1, bst_b = 0, kb = 1, rsb = 0, nsize = 1, csb = 0;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int ok = merge_group(A, ia[0], na[0], &bs_a, &bst_a) && merge_group(A, ia[1], na[1], &m, &rsa) &&
-                 merge_group(A, ia[2], na[2], &k, &csa);
-        if (ok) break;
-        /* Copy A into [batch, M, K] order, then re-read the groups. */
-        const char *ord[FC_MAX_RANK];
-        int r = 0;
-        for (int g = 0; g < 3; g++) for (int i = 0; i < na[g]; i++) ord[r++] = A->axis[ia[g][i]];
-        fc_tensor *p = fc_permute(ctx, A, ord, r);
-        A = fc_clone(ctx, p);
-        if (!A) goto done;
-        r = 0;
-        for (int g = 0; g < 3; g++) for (int i = 0; i < na[g]; i++) ia[g][i] = r++;
-    }
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int ok = merge_group(B, ib[0], nb[0], &bs_b, &bst_b) && merge_group(B, ib[1], nb[1], &kb, &rsb) &&
-                 merge_group(B, ib[2], nb[2], &nsize, &csb);
-        if (ok) break;
-        const char *ord[FC_MAX_RANK];
-        int r = 0;
-        for (int g = 0; g < 3; g++) for (int i = 0; i < nb[g]; i++) ord[r++] = B->axis[ib[g][i]];
-        fc_tensor *p = fc_permute(ctx, B, ord, r);
-        B = fc_clone(ctx, p);
-        if (!B) goto done;
-        r = 0;
-        for (int g = 0; g < 3; g++) for (int i = 0; i < nb[g]; i++) ib[g][i] = r++;
-    }
-    (void)bs_b; (void)kb;
+    int64_t sa[3], sta[3], sb[3], stb[3];
+    if (!grouped(ctx, &A, ia, na, sa, sta) || !grouped(ctx, &B, ib, nb, sb, stb)) goto done;
+    int64_t bs_a = sa[0], bst_a = sta[0], m = sa[1], rsa = sta[1], k = sa[2], csa = sta[2];
+    int64_t bst_b = stb[0], rsb = stb[1], nsize = sb[2], csb = stb[2];
     /* Result [batch..., M..., N...], contiguous. */
     int64_t rsz[FC_MAX_RANK];
     const char *rnm[FC_MAX_RANK];

@@ -45,6 +45,23 @@ int fct_shape(fc_ctx *ctx, const char *op, const fc_dim *dims, int rank,
     return 1;
 }
 
+/* Fill a fresh header: row-major over storage s from its start. */
+static void set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
+                          fc_storage *s)
+{
+    t->dtype = dt;
+    t->rank = rank;
+    t->storage = s;
+    t->offset = 0;
+    int64_t st = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t->dim[i] = sizes[i];
+        t->stride[i] = st;
+        t->axis[i] = names[i];
+        st *= sizes[i];
+    }
+}
+
 fc_tensor *fct_alloc(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names)
 {
     size_t es = fc_dtype_size(dt);
@@ -58,17 +75,7 @@ fc_tensor *fct_alloc(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, c
         fc_storage_release(s);
         return NULL;
     }
-    t->dtype = dt;
-    t->rank = rank;
-    t->storage = s;
-    t->offset = 0;
-    int64_t st = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        t->dim[i] = sizes[i];
-        t->stride[i] = st;
-        t->axis[i] = names[i];
-        st *= sizes[i];
-    }
+    set_row_major(t, dt, rank, sizes, names, s);
     return t;
 }
 
@@ -223,16 +230,7 @@ fc_tensor *fc_wrap(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, void 
         fc_storage_release(s);
         return NULL;
     }
-    t->dtype = dt;
-    t->rank = rank;
-    t->storage = s;
-    int64_t st = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        t->dim[i] = sizes[i];
-        t->stride[i] = st;
-        t->axis[i] = names[i];
-        st *= sizes[i];
-    }
+    set_row_major(t, dt, rank, sizes, names, s);
     return t;
 }
 

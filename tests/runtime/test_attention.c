@@ -460,6 +460,93 @@ Test(attention, decode_long_context, .init = setup_pool, .fini = teardown_pool, 
     run_case(&c, NULL, pool2);
 }
 
+/* ---- several key blocks (prefill), split-KV (decode) ----------------------------------- */
+
+static fc_attn_plan plan_of(const tcase *c)
+{
+    tdata t;
+    make_data(c, &t);
+    fc_attn_args a = make_args(c, &t, NULL);
+    fc_attn_plan plan;
+    cr_assert_eq(fc_attention_plan(&a, &plan), 0);
+    free_data(c, &t);
+    return plan;
+}
+
+Test(attention, prefill_several_key_blocks, .init = setup_pool, .fini = teardown_pool, .timeout = 300)
+{
+    /* more keys than one block: the online rescale across blocks (logits of
+     * tens), K/V packed once per (KV head, key block) and shared by the
+     * query blocks */
+    tcase c = {.n_q = 100, .n_kv = 1300, .n_head = 8, .n_kv_head = 2, .d = 128, .causal = 1, .q_pos0 = 1200,
+               .logit_gain = 8.0f, .seed = 1100};
+    fc_attn_plan plan = plan_of(&c);
+    cr_assert(plan.kv_split == 0 && plan.prepacked, "prefill shape: split %lld, prepacked %d",
+              (long long)plan.kv_split, plan.prepacked);
+    cr_assert(plan.kv_block < c.n_kv, "one key block of %lld holds all %lld keys", (long long)plan.kv_block,
+              (long long)c.n_kv);
+    run_case(&c, NULL, pool2);
+    /* window, mask, sinks, f16, padding, d 64 (longer blocks) */
+    tcase d = {.n_q = 90, .n_kv = 2500, .n_head = 4, .n_kv_head = 1, .d = 64, .causal = 1, .q_pos0 = 2400,
+               .window = 1500, .use_mask = 1, .mask_per_head = 1, .use_sinks = 1, .f16 = 1, .pad = 3,
+               .logit_gain = 4.0f, .seed = 1101};
+    run_case(&d, NULL, pool2);
+    /* softcap, queries from position 0 (the early query blocks skip the late
+     * key blocks), value dim differs */
+    tcase e = {.n_q = 700, .n_kv = 700, .n_head = 2, .n_kv_head = 2, .d = 32, .dv = 48, .causal = 1,
+               .softcap = 30.0f, .logit_gain = 40.0f, .seed = 1102};
+    run_case(&e, NULL, pool2);
+}
+
+Test(attention, split_kv_decode, .init = setup_pool, .fini = teardown_pool, .timeout = 300)
+{
+    fc_workers *w3 = fc_workers_new(3);
+    cr_assert(w3);
+    for (int64_t nq = 1; nq <= 3; nq += 2) {
+        tcase c = {.n_q = nq, .n_kv = 3000, .n_head = 8, .n_kv_head = 2, .d = 128, .causal = 1,
+                   .q_pos0 = 3000 - nq, .seed = 1200 + (uint64_t)nq};
+        fc_attn_plan plan = plan_of(&c);
+        cr_assert(plan.kv_split > 0 && plan.n_chunks > 1, "decode shape: split %lld, %lld chunks",
+                  (long long)plan.kv_split, (long long)plan.n_chunks);
+        run_case(&c, NULL, pool2);
+        run_case(&c, pool2, w3);
+        /* a window: most splits see no key */
+        tcase d = c;
+        d.window = 300;
+        d.use_mask = 1;
+        d.use_sinks = 1;
+        d.seed += 10;
+        run_case(&d, NULL, w3);
+        /* large logits (the merge rescales), softcap, f16, padding, dv */
+        tcase e = c;
+        e.f16 = 1;
+        e.pad = 5;
+        e.logit_gain = 30.0f;
+        e.softcap = 20.0f;
+        e.dv = 80;
+        e.seed += 20;
+        run_case(&e, NULL, pool2);
+        /* queries early in a long cache: the later splits are empty */
+        tcase f = c;
+        f.q_pos0 = 700;
+        f.n_kv_head = 8;
+        f.logit_gain = 10.0f;
+        f.seed += 30;
+        run_case(&f, pool2, w3);
+        /* sinks that dominate, every key masked in some rows */
+        tcase g = c;
+        g.n_kv = 1000;
+        g.q_pos0 = 1000 - nq;
+        g.use_sinks = 1;
+        g.sink_bias = 40.0f;
+        g.use_mask = 1;
+        g.mask_full_rows = 1;
+        g.seed += 40;
+        run_case(&g, NULL, w3);
+    }
+    fc_workers_free(w3);
+}
+
 /* ---- threads: bitwise equality across pool sizes ------------------------------------ */
 
 Test(attention, thread_count_independent)

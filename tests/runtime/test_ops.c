@@ -356,6 +356,12 @@ Test(ops, dot_einsum_matmul_linear)
     /* Output order other than natural. */
     fc_tensor *s2 = fc_einsum(ctx, q, kk, FC_AXES("kv", "head", "seq"));
     check_contraction(s2, q, kk, "d");
+    /* Row axes listed in an order memory cannot merge: A is copied once. */
+    fc_tensor *sw = fc_einsum(ctx, x, w, FC_AXES("seq", "batch", "out"));
+    cr_assert(sw, "%s", fc_ctx_error(ctx));
+    cr_expect_str_eq(fc_tensor_describe(sw, buf, sizeof buf), "f32[seq=5, batch=3, out=29]");
+    check_contraction(sw, x, w, "in");
+    fc_release(sw);
     /* A private axis dropped from the output is summed first. */
     fc_tensor *u = fc_einsum(ctx, x, w, FC_AXES("out"));
     fc_tensor *xs = fc_sum(ctx, x, FC_AXES("batch", "seq"));
