@@ -1,5 +1,6 @@
 /* Install smoke test: a consumer of an installed Fucina (see CMakeLists.txt
- * here, and .ci/run for the pkg-config build). */
+ * here, and .ci/run for the pkg-config build). It uses the dispatch API and
+ * the tensor API through the installed headers only. */
 #include <stdio.h>
 
 #include <fucina/fucina.h>
@@ -10,5 +11,24 @@ int main(void)
     size_t n = fc_kernel_slot_count();
     printf("fucina %s: fc_dispatch_init() = %d, %zu kernel slots, isa cap %s\n", FUCINA_VERSION_STRING, (int)st,
            n, fc_dispatch_cap());
-    return st == FC_OK && n > 0 ? 0 : 1;
+    if (st != FC_OK || n == 0) return 1;
+
+    char err[256];
+    fc_ctx *ctx = fc_ctx_new(NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "fc_ctx_new: %s\n", err);
+        return 1;
+    }
+    fc_scope s = fc_scope_begin(ctx);
+    fc_tensor *x = fc_full(ctx, FC_F32, FC_SHAPE({"batch", 4}, {"in", 8}), 0.5);
+    fc_tensor *w = fc_full(ctx, FC_F32, FC_SHAPE({"out", 3}, {"in", 8}), 2.0);
+    fc_tensor *y = fc_softmax(ctx, fc_linear(ctx, x, w, NULL), "out", NULL);
+    double v = y ? fc_tensor_item(fc_select(ctx, fc_select(ctx, y, "batch", 1), "out", 2)) : -1;
+    char desc[64] = "";
+    if (y) fc_tensor_describe(y, desc, sizeof desc);
+    fc_scope_end(ctx, s);
+    int ok = fc_ctx_status(ctx) == FC_OK && v > 0.3333 && v < 0.3334;
+    printf("tensor API: %s, softmax of equal logits = %.6f (%s)\n", desc, v, ok ? "ok" : fc_ctx_error(ctx));
+    fc_ctx_free(ctx);
+    return ok ? 0 : 1;
 }
