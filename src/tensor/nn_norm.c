@@ -1,19 +1,20 @@
 /* RMSNorm (plain and fused with the residual add) and LayerNorm along a
  * named axis.
  *
- * Rows (one index of every other axis) go through the generated f32 row
- * kernels: f32 rows contiguous along the axis in x and in the row-major
- * result run in place; others are gathered into a per-worker f32 scratch row
- * (f16/bf16 widened exactly), normalized there and scattered back (rounded
- * once). Weight and bias are widened once into a shared f32 row. Rows are
- * independent, so the chunking over threads does not change the bits. */
+ * Rows (one index of every other axis, nn_rows.h) go through the generated
+ * f32 row kernels: f32 rows contiguous along the axis in x and in the
+ * row-major result run in place; others are gathered into a per-worker f32
+ * scratch row (f16/bf16 widened exactly), normalized there and scattered back
+ * (rounded once). Weight and bias are widened once into a shared f32 row.
+ * Rows are independent, so the chunking over threads does not change the
+ * bits. */
 #include <math.h>
 #include <string.h>
 
 #include "dispatch/dispatch.h"
-#include "fucina/half.h"
 #include "fucina/nn.h"
 #include "tensor/internal.h"
+#include "tensor/nn_rows.h"
 
 /* Elements per op below which a norm stays on one thread. */
 #define NN_NORM_PARALLEL_MIN 32768
@@ -26,70 +27,21 @@ typedef struct norm_job {
     const fck_table *K;
     norm_kind kind;
     fc_dtype dt;
-    int64_t n;
     float eps;
-    int nout;
-    int64_t odim[FC_MAX_RANK];
-    int64_t ost[N_OPS][FC_MAX_RANK];
-    int64_t ist[N_OPS];
+    fct_rows R;
     char *base[N_OPS];
     const float *w, *b;                 /* f32 rows or NULL */
-    int64_t rows, rows_per_chunk;
-    float *scratch;
-    int64_t slot;
 } norm_job;
 
-static void gather(fc_dtype dt, const char *p, int64_t st, int64_t n, float *out)
+static void norm_row(void *arg, const int64_t *idx, const int64_t *off, float *xs)
 {
-    if (st == 1) {
-        fct_convert(dt, p, FC_F32, out, n);
-        return;
-    }
-    switch (dt) {
-    case FC_F32:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)p)[i * st];
-        break;
-    case FC_F16:
-        for (int64_t i = 0; i < n; i++) out[i] = fc_f16_to_f32(((const fc_f16 *)p)[i * st]);
-        break;
-    case FC_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = fc_bf16_to_f32(((const fc_bf16 *)p)[i * st]);
-        break;
-    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
-        break; /* rejected before */
-    }
-}
-
-static void scatter(fc_dtype dt, const float *in, int64_t n, char *p, int64_t st)
-{
-    if (st == 1) {
-        fct_convert(FC_F32, in, dt, p, n);
-        return;
-    }
-    switch (dt) {
-    case FC_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)p)[i * st] = in[i];
-        break;
-    case FC_F16:
-        for (int64_t i = 0; i < n; i++) ((fc_f16 *)p)[i * st] = fc_f32_to_f16(in[i]);
-        break;
-    case FC_BF16:
-        for (int64_t i = 0; i < n; i++) ((fc_bf16 *)p)[i * st] = fc_f32_to_bf16(in[i]);
-        break;
-    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
-        break;
-    }
-}
-
-static void norm_row(const norm_job *j, const int64_t *idx, float *xs)
-{
-    int64_t off[N_OPS] = {0};
-    for (int d = 0; d < j->nout; d++)
-        for (int k = 0; k < N_OPS; k++) off[k] += idx[d] * j->ost[k][d];
-    const int64_t n = j->n, es = (int64_t)fc_dtype_size(j->dt);
+    (void)idx;
+    const norm_job *j = arg;
+    const int64_t n = j->R.n, es = (int64_t)fc_dtype_size(j->dt);
+    const int64_t *ist = j->R.ist;
     char *p[N_OPS];
     for (int k = 0; k < N_OPS; k++) p[k] = j->base[k] ? j->base[k] + off[k] * es : NULL;
-    const int f32_rows = j->dt == FC_F32 && j->ist[OP_X] == 1 && j->ist[OP_Y] == 1;
+    const int f32_rows = fct_rows_in_place(&j->R, j->dt, OP_X, OP_Y);
 
     switch (j->kind) {
     case NORM_RMS:
@@ -97,7 +49,7 @@ static void norm_row(const norm_job *j, const int64_t *idx, float *xs)
             j->K->f32_rmsnorm((size_t)n, (const float *)p[OP_X], j->w, j->eps, (float *)p[OP_Y]);
             return;
         }
-        gather(j->dt, p[OP_X], j->ist[OP_X], n, xs);
+        fct_rows_gather(j->dt, p[OP_X], ist[OP_X], n, xs);
         j->K->f32_rmsnorm((size_t)n, xs, j->w, j->eps, xs);
         break;
     case NORM_LAYER:
@@ -105,42 +57,22 @@ static void norm_row(const norm_job *j, const int64_t *idx, float *xs)
             j->K->f32_layernorm((size_t)n, (const float *)p[OP_X], j->w, j->b, j->eps, (float *)p[OP_Y]);
             return;
         }
-        gather(j->dt, p[OP_X], j->ist[OP_X], n, xs);
+        fct_rows_gather(j->dt, p[OP_X], ist[OP_X], n, xs);
         j->K->f32_layernorm((size_t)n, xs, j->w, j->b, j->eps, xs);
         break;
     case NORM_RMS_RESIDUAL: {
         float *rs = xs + n;
-        gather(j->dt, p[OP_X], j->ist[OP_X], n, xs);
-        gather(j->dt, p[OP_R], j->ist[OP_R], n, rs);
+        fct_rows_gather(j->dt, p[OP_X], ist[OP_X], n, xs);
+        fct_rows_gather(j->dt, p[OP_R], ist[OP_R], n, rs);
         j->K->f32_add((size_t)n, xs, rs, xs);
-        scatter(j->dt, xs, n, p[OP_S], j->ist[OP_S]);
+        fct_rows_scatter(j->dt, xs, n, p[OP_S], ist[OP_S]);
         /* normalize the stored (rounded) sum, so y == rmsnorm(s) exactly */
-        if (j->dt != FC_F32) gather(j->dt, p[OP_S], j->ist[OP_S], n, xs);
+        if (j->dt != FC_F32) fct_rows_gather(j->dt, p[OP_S], ist[OP_S], n, xs);
         j->K->f32_rmsnorm((size_t)n, xs, j->w, j->eps, xs);
         break;
     }
     }
-    scatter(j->dt, xs, n, p[OP_Y], j->ist[OP_Y]);
-}
-
-static void norm_chunk(void *arg, int64_t chunk, int worker)
-{
-    const norm_job *j = arg;
-    int64_t r0 = chunk * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
-    if (r1 > j->rows) r1 = j->rows;
-    int64_t idx[FC_MAX_RANK] = {0}, rem = r0;
-    for (int d = j->nout - 1; d >= 0; d--) {
-        idx[d] = rem % j->odim[d];
-        rem /= j->odim[d];
-    }
-    float *ws = j->scratch + (int64_t)worker * j->slot;
-    for (int64_t r = r0; r < r1; r++) {
-        norm_row(j, idx, ws);
-        for (int d = j->nout - 1; d >= 0; d--) {
-            if (++idx[d] < j->odim[d]) break;
-            idx[d] = 0;
-        }
-    }
+    fct_rows_scatter(j->dt, xs, n, p[OP_Y], ist[OP_Y]);
 }
 
 /* A weight or bias: rank 1 over the normalized axis, of x's dtype or f32. */
@@ -173,13 +105,6 @@ static int same_named_shape(const fc_tensor *r, const fc_tensor *x)
     return 1;
 }
 
-static int64_t stride_of(const fc_tensor *t, const char *name)
-{
-    for (int i = 0; i < t->rank; i++)
-        if (t->axis[i] == name) return t->dim[i] == 1 ? 0 : t->stride[i];
-    return 0;
-}
-
 static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tensor *x, fc_tensor *res,
                             fc_tensor *weight, fc_tensor *bias, const char *axis, double eps, fc_tensor **sum_out)
 {
@@ -207,7 +132,6 @@ static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tens
     j.K = fck_kernels();
     j.kind = kind;
     j.dt = x->dtype;
-    j.n = x->dim[a];
     j.eps = (float)eps;
 
     fc_tensor *y = fct_alloc_like(ctx, x->dtype, x);
@@ -221,52 +145,27 @@ static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tens
     j.base[OP_Y] = fct_ptr(y);
     j.base[OP_S] = s ? fct_ptr(s) : NULL;
     const fc_tensor *ops[N_OPS] = {x, res, y, s};
-    for (int k = 0; k < N_OPS; k++) j.ist[k] = ops[k] ? stride_of(ops[k], x->axis[a]) : 0;
-    j.ist[OP_X] = x->stride[a];
-    j.ist[OP_Y] = y->stride[a];
-    j.rows = 1;
-    for (int i = 0; i < x->rank; i++) {
-        if (i == a) continue;
-        int o = j.nout++;
-        j.odim[o] = x->dim[i];
-        for (int k = 0; k < N_OPS; k++) j.ost[k][o] = ops[k] ? stride_of(ops[k], x->axis[i]) : 0;
-        j.rows *= x->dim[i];
-    }
+    fct_rows_init(&j.R, x, a, N_OPS, ops);
+    j.R.ist[OP_X] = x->stride[a];
+    j.R.ist[OP_Y] = y->stride[a];
 
-    int threads = fc_ctx_threads(ctx);
-    int64_t chunks = 1;
-    if (threads > 1 && j.rows > 1 && j.rows * j.n >= NN_NORM_PARALLEL_MIN) {
-        chunks = (int64_t)threads * 4;
-        if (chunks > j.rows) chunks = j.rows;
-    }
-    j.rows_per_chunk = (j.rows + chunks - 1) / chunks;
-    chunks = (j.rows + j.rows_per_chunk - 1) / j.rows_per_chunk;
-    fc_workers *w = fc_ctx_workers(ctx);
-    int slots = chunks > 1 ? fc_workers_count(w) : 1;
-    j.slot = (2 * j.n + 15) & ~(int64_t)15;
-    int64_t params = (weight ? j.n : 0) + (bias ? j.n : 0);
-    fc_storage *st = fc_storage_new(ctx, (size_t)(j.slot * slots + params) * sizeof(float));
-    if (!st) {
+    const int64_t n = j.R.n;
+    float *pw = fct_rows_prepare(ctx, &j.R, NN_NORM_PARALLEL_MIN, 2 * n, (weight ? n : 0) + (bias ? n : 0));
+    if (!pw) {
         fc_discard(ctx, y);
         if (s) fc_discard(ctx, s);
         return NULL;
     }
-    j.scratch = st->data;
-    float *pw = j.scratch + j.slot * slots;
     if (weight) {
-        gather(weight->dtype, fct_ptr(weight), weight->stride[0], j.n, pw);
+        fct_rows_gather(weight->dtype, fct_ptr(weight), weight->stride[0], n, pw);
         j.w = pw;
-        pw += j.n;
+        pw += n;
     }
     if (bias) {
-        gather(bias->dtype, fct_ptr(bias), bias->stride[0], j.n, pw);
+        fct_rows_gather(bias->dtype, fct_ptr(bias), bias->stride[0], n, pw);
         j.b = pw;
     }
-    if (chunks > 1)
-        fc_workers_run(w, chunks, norm_chunk, &j);
-    else
-        norm_chunk(&j, 0, 0);
-    fc_storage_release(st);
+    fct_rows_run(ctx, &j.R, norm_row, &j);
     if (sum_out) *sum_out = s;
     else if (s) fc_discard(ctx, s);
     return y;

@@ -1,10 +1,10 @@
 /* Softmax and log-softmax along a named axis.
  *
- * Every row (one index of every other axis) goes through the generated f32
- * row kernels: rows that are f32 and contiguous along the axis (in x and in
- * the row-major result) are handed over in place; others are gathered into a
- * per-worker f32 scratch row (widening f16/bf16 exactly), run there and
- * scattered back (rounding once). Causal masking and sinks build an f32 mask
+ * Every row (one index of every other axis, nn_rows.h) goes through the
+ * generated f32 row kernels: rows that are f32 and contiguous along the axis
+ * (in x and in the row-major result) are handed over in place; others are
+ * gathered into a per-worker f32 scratch row (widening f16/bf16 exactly), run
+ * there and scattered back (rounding once). Causal masking and sinks build an f32 mask
  * row: the sink becomes one extra element (x = 0, mask = sink logit), so it
  * joins the denominator and is dropped from the output. Rows are
  * independent: any chunking over threads gives the same bits. */
@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "dispatch/dispatch.h"
-#include "fucina/half.h"
 #include "fucina/nn.h"
 #include "tensor/internal.h"
+#include "tensor/nn_rows.h"
 
 /* Elements per op below which softmax stays on one thread (exp per element
  * makes it heavier than an elementwise op). */
@@ -26,11 +26,7 @@ typedef struct sm_job {
     const fck_table *K;
     int log;
     fc_dtype dt, sink_dt;
-    int64_t n;                          /* row length */
-    int nout;                           /* axes other than the softmax axis */
-    int64_t odim[FC_MAX_RANK];
-    int64_t ost[N_OPS][FC_MAX_RANK];    /* element strides over the other axes */
-    int64_t ist[N_OPS];                 /* element strides along the axis */
+    fct_rows R;                         /* rows along the softmax axis, operands OP_* */
     const char *xb;
     char *yb;
     const float *mb;                    /* NULL: no mask */
@@ -39,63 +35,16 @@ typedef struct sm_job {
     int causal;
     int q_out, k_out;                   /* outer index of the query/key axis; -1: the row axis */
     int64_t q_offset;
-    int64_t rows, rows_per_chunk;
-    float *scratch;
-    int64_t slot;                       /* floats of scratch per worker */
 } sm_job;
 
-/* Row n elements at p (element stride st) of dtype dt into f32. */
-static void gather(fc_dtype dt, const char *p, int64_t st, int64_t n, float *out)
+static void sm_row(void *arg, const int64_t *idx, const int64_t *off, float *ws)
 {
-    if (st == 1) {
-        fct_convert(dt, p, FC_F32, out, n);
-        return;
-    }
-    switch (dt) {
-    case FC_F32:
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)p)[i * st];
-        break;
-    case FC_F16:
-        for (int64_t i = 0; i < n; i++) out[i] = fc_f16_to_f32(((const fc_f16 *)p)[i * st]);
-        break;
-    case FC_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = fc_bf16_to_f32(((const fc_bf16 *)p)[i * st]);
-        break;
-    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
-        break; /* rejected before */
-    }
-}
-
-static void scatter(fc_dtype dt, const float *in, int64_t n, char *p, int64_t st)
-{
-    if (st == 1) {
-        fct_convert(FC_F32, in, dt, p, n);
-        return;
-    }
-    switch (dt) {
-    case FC_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)p)[i * st] = in[i];
-        break;
-    case FC_F16:
-        for (int64_t i = 0; i < n; i++) ((fc_f16 *)p)[i * st] = fc_f32_to_f16(in[i]);
-        break;
-    case FC_BF16:
-        for (int64_t i = 0; i < n; i++) ((fc_bf16 *)p)[i * st] = fc_f32_to_bf16(in[i]);
-        break;
-    case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
-        break;
-    }
-}
-
-static void sm_row(const sm_job *j, const int64_t *idx, float *ws)
-{
-    int64_t off[N_OPS] = {0};
-    for (int d = 0; d < j->nout; d++)
-        for (int k = 0; k < N_OPS; k++) off[k] += idx[d] * j->ost[k][d];
-    const int64_t n = j->n, es = (int64_t)fc_dtype_size(j->dt);
+    const sm_job *j = arg;
+    const int64_t n = j->R.n, es = (int64_t)fc_dtype_size(j->dt);
+    const int64_t *ist = j->R.ist;
     const char *xp = j->xb + off[OP_X] * es;
     char *yp = j->yb + off[OP_Y] * es;
-    const int direct = j->dt == FC_F32 && j->ist[OP_X] == 1 && j->ist[OP_Y] == 1;
+    const int direct = fct_rows_in_place(&j->R, j->dt, OP_X, OP_Y);
     float *xs = ws, *ms = ws + n + 1;
 
     if (j->log) {
@@ -103,23 +52,23 @@ static void sm_row(const sm_job *j, const int64_t *idx, float *ws)
             j->K->f32_log_softmax((size_t)n, (const float *)xp, (float *)yp);
             return;
         }
-        gather(j->dt, xp, j->ist[OP_X], n, xs);
+        fct_rows_gather(j->dt, xp, ist[OP_X], n, xs);
         j->K->f32_log_softmax((size_t)n, xs, xs);
-        scatter(j->dt, xs, n, yp, j->ist[OP_Y]);
+        fct_rows_scatter(j->dt, xs, n, yp, ist[OP_Y]);
         return;
     }
 
     const float *m = j->mb ? j->mb + off[OP_MASK] : NULL;
-    const int build_mask = j->causal || j->sb || (m && j->ist[OP_MASK] != 1);
+    const int build_mask = j->causal || j->sb || (m && ist[OP_MASK] != 1);
     if (direct && !build_mask) {
         j->K->f32_softmax((size_t)n, (const float *)xp, m, j->scale, (float *)yp);
         return;
     }
-    gather(j->dt, xp, j->ist[OP_X], n, xs);
+    fct_rows_gather(j->dt, xp, ist[OP_X], n, xs);
     int64_t len = n;
     if (build_mask) {
         if (m)
-            for (int64_t i = 0; i < n; i++) ms[i] = m[i * j->ist[OP_MASK]];
+            for (int64_t i = 0; i < n; i++) ms[i] = m[i * ist[OP_MASK]];
         else
             for (int64_t i = 0; i < n; i++) ms[i] = 0.0f;
         if (j->causal) {
@@ -138,41 +87,13 @@ static void sm_row(const sm_job *j, const int64_t *idx, float *ws)
         if (j->sb) {
             const char *sp = j->sb + off[OP_SINK] * (int64_t)fc_dtype_size(j->sink_dt);
             xs[n] = 0.0f;
-            gather(j->sink_dt, sp, 1, 1, &ms[n]);
+            fct_rows_gather(j->sink_dt, sp, 1, 1, &ms[n]);
             len = n + 1;
         }
         m = ms;
     }
     j->K->f32_softmax((size_t)len, xs, m, j->scale, xs);
-    scatter(j->dt, xs, n, yp, j->ist[OP_Y]);
-}
-
-static void sm_chunk(void *arg, int64_t chunk, int worker)
-{
-    const sm_job *j = arg;
-    int64_t r0 = chunk * j->rows_per_chunk, r1 = r0 + j->rows_per_chunk;
-    if (r1 > j->rows) r1 = j->rows;
-    int64_t idx[FC_MAX_RANK] = {0}, rem = r0;
-    for (int d = j->nout - 1; d >= 0; d--) {
-        idx[d] = rem % j->odim[d];
-        rem /= j->odim[d];
-    }
-    float *ws = j->scratch + (int64_t)worker * j->slot;
-    for (int64_t r = r0; r < r1; r++) {
-        sm_row(j, idx, ws);
-        for (int d = j->nout - 1; d >= 0; d--) {
-            if (++idx[d] < j->odim[d]) break;
-            idx[d] = 0;
-        }
-    }
-}
-
-/* Element stride of t's axis `name`; 0 when absent or of size 1. */
-static int64_t stride_of(const fc_tensor *t, const char *name)
-{
-    for (int i = 0; i < t->rank; i++)
-        if (t->axis[i] == name) return t->dim[i] == 1 ? 0 : t->stride[i];
-    return 0;
+    fct_rows_scatter(j->dt, xs, n, yp, ist[OP_Y]);
 }
 
 /* Does t broadcast to x by name (every axis of t in x with an equal size,
@@ -227,7 +148,6 @@ static fc_tensor *softmax_impl(fc_ctx *ctx, const char *op, fc_tensor *x, const 
     j.K = fck_kernels();
     j.log = log;
     j.dt = x->dtype;
-    j.n = x->dim[a];
     j.scale = 1.0f;
     j.q_out = j.k_out = -1;
     if (!log) {
@@ -269,43 +189,16 @@ static fc_tensor *softmax_impl(fc_ctx *ctx, const char *op, fc_tensor *x, const 
     j.mb = (!log && opt->mask) ? (const float *)fct_ptr(opt->mask) : NULL;
     j.sb = (!log && opt->sinks) ? fct_ptr(opt->sinks) : NULL;
     j.sink_dt = (!log && opt->sinks) ? opt->sinks->dtype : FC_F32;
-    j.ist[OP_X] = x->stride[a];
-    j.ist[OP_Y] = y->stride[a];
-    j.ist[OP_MASK] = j.mb ? stride_of(opt->mask, an) : 0;
-    j.rows = 1;
-    for (int i = 0; i < x->rank; i++) {
-        if (i == a) continue;
-        int o = j.nout++;
-        j.odim[o] = x->dim[i];
-        j.ost[OP_X][o] = x->stride[i];
-        j.ost[OP_Y][o] = y->stride[i];
-        j.ost[OP_MASK][o] = j.mb ? stride_of(opt->mask, x->axis[i]) : 0;
-        j.ost[OP_SINK][o] = j.sb ? stride_of(opt->sinks, x->axis[i]) : 0;
-        j.rows *= x->dim[i];
-    }
+    const fc_tensor *ops[N_OPS] = {x, y, j.mb ? opt->mask : NULL, j.sb ? opt->sinks : NULL};
+    fct_rows_init(&j.R, x, a, N_OPS, ops);
+    j.R.ist[OP_X] = x->stride[a];
+    j.R.ist[OP_Y] = y->stride[a];
 
-    int threads = fc_ctx_threads(ctx);
-    int64_t chunks = 1;
-    if (threads > 1 && j.rows > 1 && j.rows * j.n >= NN_SOFTMAX_PARALLEL_MIN) {
-        chunks = (int64_t)threads * 4;
-        if (chunks > j.rows) chunks = j.rows;
-    }
-    j.rows_per_chunk = (j.rows + chunks - 1) / chunks;
-    chunks = (j.rows + j.rows_per_chunk - 1) / j.rows_per_chunk;
-    fc_workers *w = fc_ctx_workers(ctx);
-    int slots = chunks > 1 ? fc_workers_count(w) : 1;
-    j.slot = (2 * (j.n + 1) + 15) & ~(int64_t)15; /* 64-byte slots: no false sharing */
-    fc_storage *s = fc_storage_new(ctx, (size_t)(j.slot * slots) * sizeof(float));
-    if (!s) {
+    if (!fct_rows_prepare(ctx, &j.R, NN_SOFTMAX_PARALLEL_MIN, 2 * (j.R.n + 1), 0)) {
         fc_discard(ctx, y);
         return NULL;
     }
-    j.scratch = s->data;
-    if (chunks > 1)
-        fc_workers_run(w, chunks, sm_chunk, &j);
-    else
-        sm_chunk(&j, 0, 0);
-    fc_storage_release(s);
+    fct_rows_run(ctx, &j.R, sm_row, &j);
     return y;
 }
 

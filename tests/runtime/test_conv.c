@@ -11,155 +11,47 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "fct_golden.h"
 
 static fc_ctx *ctx;
-static uint64_t live0;
 
-static fc_ctx *new_ctx(int threads)
-{
-    char err[256];
-    fc_ctx_options o = {.threads = threads};
-    fc_ctx *c = fc_ctx_new(&o, err, sizeof err);
-    cr_assert(c, "%s", err);
-    return c;
-}
-static void setup(void)
-{
-    ctx = new_ctx(2);
-    live0 = fc_ctx_pool_stats(ctx).tensors_live;
-}
-static void teardown(void)
-{
-    cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, live0, "tensors leaked: %llu",
-                 (unsigned long long)(fc_ctx_pool_stats(ctx).tensors_live - live0));
-    fc_ctx_free(ctx);
-}
+static void setup(void) { ctx = fct_suite_begin(2); }
+static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(conv, .init = setup, .fini = teardown);
 
-/* ---- goldens (format: gen_structure_goldens.py) -------------------------- */
+/* ---- goldens (format: gen_structure_goldens.py, read by fct_golden.h) ------ */
 
-typedef struct golden {
-    char name[64];
-    int rank;
-    int64_t dim[8];
-    int64_t n;
-    double *v;
-} golden;
-typedef struct goldens { golden *a; int n; } goldens;
-
-static goldens golden_load(const char *file)
+static fc_tensor *golden_f32(const fct_golden *e, const char *const *names)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", FC_GOLDEN_DIR, file);
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot open %s (run tests/goldens/gen_structure_goldens.py)", path);
-    goldens g = {NULL, 0};
-    char tok[64];
-    while (fscanf(f, "%63s", tok) == 1) {
-        if (tok[0] == '#') {
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
-            continue;
-        }
-        g.a = realloc(g.a, (size_t)(g.n + 1) * sizeof *g.a);
-        golden *e = &g.a[g.n++];
-        memset(e, 0, sizeof *e);
-        snprintf(e->name, sizeof e->name, "%s", tok);
-        char kind[8];
-        cr_assert(fscanf(f, "%7s %d", kind, &e->rank) == 2, "%s: bad header for %s", path, tok);
-        e->n = 1;
-        for (int i = 0; i < e->rank; i++) {
-            long long d;
-            cr_assert(fscanf(f, "%lld", &d) == 1);
-            e->dim[i] = d;
-            e->n *= d;
-        }
-        e->v = malloc((size_t)e->n * sizeof(double));
-        for (int64_t i = 0; i < e->n; i++) cr_assert(fscanf(f, "%lf", &e->v[i]) == 1, "%s: short data in %s", path, tok);
-    }
-    fclose(f);
-    return g;
-}
-static const golden *golden_find(const goldens *g, const char *name)
-{
-    for (int i = 0; i < g->n; i++)
-        if (strcmp(g->a[i].name, name) == 0) return &g->a[i];
-    return NULL;
-}
-static const golden *golden_get(const goldens *g, const char *name)
-{
-    const golden *e = golden_find(g, name);
-    cr_assert(e, "golden %s is missing", name);
-    return e;
-}
-static void golden_free(goldens *g)
-{
-    for (int i = 0; i < g->n; i++) free(g->a[i].v);
-    free(g->a);
+    return fct_golden_tensor(ctx, e, FC_F32, names);
 }
 
-static fc_tensor *golden_f32(const golden *e, const char *const *names)
-{
-    fc_dim dims[8];
-    for (int i = 0; i < e->rank; i++) dims[i] = (fc_dim){names[i], e->dim[i]};
-    fc_tensor *t = fc_empty(ctx, FC_F32, dims, e->rank);
-    cr_assert(t);
-    float *p = fc_tensor_data(t);
-    for (int64_t i = 0; i < e->n; i++) p[i] = (float)e->v[i];
-    return t;
-}
-
-static double *values(const fc_tensor *t)
-{
-    int r = fc_tensor_rank(t);
-    int64_t n = fc_tensor_numel(t);
-    double *v = malloc((size_t)n * sizeof *v);
-    int64_t idx[8] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = fc_tensor_get(t, idx);
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < fc_tensor_dim(t, d)) break;
-            idx[d] = 0;
-        }
-    }
-    return v;
-}
-
-static void expect_golden(const fc_tensor *t, const golden *e, double tol, const char *what)
+static void expect_golden(const fc_tensor *t, const fct_golden *e, double tol, const char *what)
 {
     cr_assert(t, "%s: NULL result (%s)", what, fc_ctx_error(ctx));
     cr_assert_eq(fc_tensor_rank(t), e->rank, "%s: rank", what);
     for (int i = 0; i < e->rank; i++)
         cr_assert_eq(fc_tensor_dim(t, i), e->dim[i], "%s: axis %d has %lld, want %lld", what, i,
                      (long long)fc_tensor_dim(t, i), (long long)e->dim[i]);
-    double *v = values(t);
+    double *v = fct_values(t);
     for (int64_t i = 0; i < e->n; i++)
         cr_expect(v[i] == e->v[i] || fabs(v[i] - e->v[i]) <= tol * (1 + fabs(e->v[i])), "%s[%lld] = %.9g, want %.9g", what,
                   (long long)i, v[i], e->v[i]);
     free(v);
 }
 
+/* fct_expect_bits, and a and b name their axes alike. */
 static void expect_bits(fc_ctx *c1, const fc_tensor *a, fc_ctx *c2, const fc_tensor *b, const char *what)
 {
     cr_assert(a && b, "%s: NULL (%s / %s)", what, fc_ctx_error(c1), fc_ctx_error(c2));
-    size_t n = fc_tensor_nbytes(a);
-    cr_assert_eq(n, fc_tensor_nbytes(b), "%s: sizes differ", what);
+    cr_assert_eq(fc_tensor_nbytes(a), fc_tensor_nbytes(b), "%s: sizes differ", what);
     for (int i = 0; i < fc_tensor_rank(a); i++) cr_assert_str_eq(fc_tensor_axis(a, i), fc_tensor_axis(b, i), "%s", what);
-    void *x = malloc(n), *y = malloc(n);
-    cr_assert_eq(fc_tensor_read(c1, a, x, n), FC_OK);
-    cr_assert_eq(fc_tensor_read(c2, b, y, n), FC_OK);
-    cr_expect(memcmp(x, y, n) == 0, "%s: results differ", what);
-    free(x);
-    free(y);
+    fct_expect_bits(c1, a, c2, b, what);
 }
 
 static void expect_error(fc_status st, const char *op, const char *axis)
 {
-    cr_expect_eq(fc_ctx_status(ctx), st, "want %s, got %s: %s", fc_status_name(st), fc_status_name(fc_ctx_status(ctx)),
-                 fc_ctx_error(ctx));
-    cr_expect(strstr(fc_ctx_error(ctx), op) != NULL, "message lacks \"%s\": %s", op, fc_ctx_error(ctx));
-    if (axis) cr_expect(strstr(fc_ctx_error(ctx), axis) != NULL, "message lacks \"%s\": %s", axis, fc_ctx_error(ctx));
-    fc_ctx_clear_error(ctx);
+    fct_expect_error(ctx, st, op, axis);
 }
 
 #define TOL 2e-5
@@ -168,12 +60,12 @@ static void expect_error(fc_status st, const char *op, const char *axis)
 
 Test(conv, conv1d_goldens)
 {
-    goldens g = golden_load("structure_conv.txt");
+    fct_goldens g = fct_golden_load("structure_conv.txt");
     const char *bct[3] = {"b", "c", "t"}, *wn[3] = {"c_out", "c", "k"}, *on[1] = {"c_out"};
     for (int i = 0;; i++) {
         char nm[64];
         snprintf(nm, sizeof nm, "conv%d.params", i);
-        const golden *p = golden_find(&g, nm);
+        const fct_golden *p = fct_golden_find(&g, nm);
         if (!p) {
             cr_expect_gt(i, 5, "too few conv goldens");
             break;
@@ -182,16 +74,16 @@ Test(conv, conv1d_goldens)
         fc_conv1d_options o = {.stride = (int64_t)p->v[0], .padding = {(int64_t)p->v[1], (int64_t)p->v[2]},
                                .dilation = (int64_t)p->v[3], .groups = (int64_t)p->v[4]};
         snprintf(nm, sizeof nm, "conv%d.x", i);
-        fc_tensor *x = golden_f32(golden_get(&g, nm), bct);
+        fc_tensor *x = golden_f32(fct_golden_get(&g, nm), bct);
         snprintf(nm, sizeof nm, "conv%d.w", i);
-        fc_tensor *w = golden_f32(golden_get(&g, nm), wn);
+        fc_tensor *w = golden_f32(fct_golden_get(&g, nm), wn);
         fc_tensor *b = NULL;
         if (p->v[6] != 0) {
             snprintf(nm, sizeof nm, "conv%d.b", i);
-            b = golden_f32(golden_get(&g, nm), on);
+            b = golden_f32(fct_golden_get(&g, nm), on);
         }
         snprintf(nm, sizeof nm, "conv%d.y", i);
-        const golden *want = golden_get(&g, nm);
+        const fct_golden *want = fct_golden_get(&g, nm);
         fc_tensor *y = fc_conv1d(ctx, x, w, b, &o);
         expect_golden(y, want, TOL, nm);
         /* x as [t, b, c] and a strided weight [k, c, c_out]: same values, x's order. */
@@ -205,17 +97,17 @@ Test(conv, conv1d_goldens)
         expect_bits(ctx, fc_clone(ctx, fc_permute(ctx, yp, FC_AXES("b", "c", "t"))), ctx, y, "permuted operands");
         fc_scope_end(ctx, s);
     }
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 Test(conv, conv_transpose1d_goldens)
 {
-    goldens g = golden_load("structure_conv.txt");
+    fct_goldens g = fct_golden_load("structure_conv.txt");
     const char *bct[3] = {"b", "c", "t"}, *wn[3] = {"c", "c_out", "k"}, *on[1] = {"c_out"};
     for (int i = 0;; i++) {
         char nm[64];
         snprintf(nm, sizeof nm, "tconv%d.params", i);
-        const golden *p = golden_find(&g, nm);
+        const fct_golden *p = fct_golden_find(&g, nm);
         if (!p) {
             cr_expect_gt(i, 3, "too few conv_transpose goldens");
             break;
@@ -226,23 +118,23 @@ Test(conv, conv_transpose1d_goldens)
                                          .dilation = (int64_t)p->v[3], .groups = (int64_t)p->v[4],
                                          .output_padding = (int64_t)p->v[5]};
         snprintf(nm, sizeof nm, "tconv%d.x", i);
-        fc_tensor *x = golden_f32(golden_get(&g, nm), bct);
+        fc_tensor *x = golden_f32(fct_golden_get(&g, nm), bct);
         snprintf(nm, sizeof nm, "tconv%d.w", i);
-        fc_tensor *w = golden_f32(golden_get(&g, nm), wn);
+        fc_tensor *w = golden_f32(fct_golden_get(&g, nm), wn);
         fc_tensor *b = NULL;
         if (p->v[6] != 0) {
             snprintf(nm, sizeof nm, "tconv%d.b", i);
-            b = golden_f32(golden_get(&g, nm), on);
+            b = golden_f32(fct_golden_get(&g, nm), on);
         }
         snprintf(nm, sizeof nm, "tconv%d.y", i);
         fc_tensor *y = fc_conv_transpose1d(ctx, x, w, b, &o);
-        expect_golden(y, golden_get(&g, nm), TOL, nm);
+        expect_golden(y, fct_golden_get(&g, nm), TOL, nm);
         /* A strided x (time not contiguous) equals the contiguous one. */
         fc_tensor *xs = fc_permute(ctx, fc_clone(ctx, fc_permute(ctx, x, FC_AXES("t", "b", "c"))), FC_AXES("b", "c", "t"));
         expect_bits(ctx, fc_conv_transpose1d(ctx, xs, w, b, &o), ctx, y, "strided x");
         fc_scope_end(ctx, s);
     }
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 /* ---- a direct-loop reference, custom names, no batch axis ------------------------------ */
@@ -335,14 +227,11 @@ Test(conv, broadcast_input_equals_contiguous_copy)
 
 Test(conv, one_and_two_threads_agree, .timeout = 120)
 {
-    fc_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
-    uint64_t l1 = fc_ctx_pool_stats(c1).tensors_live, l2 = fc_ctx_pool_stats(c2).tensors_live;
-    fc_ctx *cs[2] = {c1, c2};
+    fct_ctx_pair p = fct_ctx_pair_begin();
+    fc_ctx *c1 = p.c[0], *c2 = p.c[1];
     fc_tensor *r[2][2];
-    fc_scope sc[2];
     for (int k = 0; k < 2; k++) {
-        fc_ctx *c = cs[k];
-        sc[k] = fc_scope_begin(c);
+        fc_ctx *c = p.c[k];
         fc_tensor *x = fc_rand_normal(c, FC_F32, FC_SHAPE({"b", 3}, {"c", 64}, {"t", 1000}), 1, 0, 1);
         fc_tensor *w = fc_rand_normal(c, FC_F32, FC_SHAPE({"c_out", 96}, {"c", 32}, {"k", 3}), 2, 0, 0.1);
         fc_tensor *bias = fc_rand_normal(c, FC_F32, FC_SHAPE({"c_out", 96}), 3, 0, 1);
@@ -352,12 +241,7 @@ Test(conv, one_and_two_threads_agree, .timeout = 120)
     }
     expect_bits(c1, r[0][0], c2, r[1][0], "conv1d");
     expect_bits(c1, r[0][1], c2, r[1][1], "conv_transpose1d");
-    fc_scope_end(c1, sc[0]);
-    fc_scope_end(c2, sc[1]);
-    cr_expect_eq(fc_ctx_pool_stats(c1).tensors_live, l1);
-    cr_expect_eq(fc_ctx_pool_stats(c2).tensors_live, l2);
-    fc_ctx_free(c1);
-    fc_ctx_free(c2);
+    fct_ctx_pair_end(&p);
 }
 
 /* ---- errors --------------------------------------------------------------------------- */

@@ -11,133 +11,22 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "fct_golden.h"
 
 static fc_ctx *ctx;
-static uint64_t live0;
 
-static fc_ctx *new_ctx(int threads)
-{
-    char err[256];
-    fc_ctx_options o = {.threads = threads};
-    fc_ctx *c = fc_ctx_new(&o, err, sizeof err);
-    cr_assert(c, "%s", err);
-    return c;
-}
-static void setup(void)
-{
-    ctx = new_ctx(2);
-    live0 = fc_ctx_pool_stats(ctx).tensors_live;
-}
-static void teardown(void)
-{
-    cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, live0, "tensors leaked: %llu",
-                 (unsigned long long)(fc_ctx_pool_stats(ctx).tensors_live - live0));
-    fc_ctx_free(ctx);
-}
+static void setup(void) { ctx = fct_suite_begin(2); }
+static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(loss, .init = setup, .fini = teardown);
 
-/* ---- goldens (format: gen_structure_goldens.py) -------------------------- */
-
-typedef struct golden {
-    char name[64];
-    int rank;
-    int64_t dim[8];
-    int64_t n;
-    double *v;
-} golden;
-typedef struct goldens { golden *a; int n; } goldens;
-
-static goldens golden_load(const char *file)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", FC_GOLDEN_DIR, file);
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot open %s (run tests/goldens/gen_structure_goldens.py)", path);
-    goldens g = {NULL, 0};
-    char tok[64];
-    while (fscanf(f, "%63s", tok) == 1) {
-        if (tok[0] == '#') {
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
-            continue;
-        }
-        g.a = realloc(g.a, (size_t)(g.n + 1) * sizeof *g.a);
-        golden *e = &g.a[g.n++];
-        memset(e, 0, sizeof *e);
-        snprintf(e->name, sizeof e->name, "%s", tok);
-        char kind[8];
-        cr_assert(fscanf(f, "%7s %d", kind, &e->rank) == 2, "%s: bad header for %s", path, tok);
-        e->n = 1;
-        for (int i = 0; i < e->rank; i++) {
-            long long d;
-            cr_assert(fscanf(f, "%lld", &d) == 1);
-            e->dim[i] = d;
-            e->n *= d;
-        }
-        e->v = malloc((size_t)e->n * sizeof(double));
-        for (int64_t i = 0; i < e->n; i++) cr_assert(fscanf(f, "%lf", &e->v[i]) == 1, "%s: short data in %s", path, tok);
-    }
-    fclose(f);
-    return g;
-}
-static const golden *golden_get(const goldens *g, const char *name)
-{
-    for (int i = 0; i < g->n; i++)
-        if (strcmp(g->a[i].name, name) == 0) return &g->a[i];
-    cr_assert_fail("golden %s is missing", name);
-    return NULL;
-}
-static void golden_free(goldens *g)
-{
-    for (int i = 0; i < g->n; i++) free(g->a[i].v);
-    free(g->a);
-}
-
-static fc_tensor *golden_tensor(fc_ctx *c, const golden *e, fc_dtype dt, const char *const *names)
-{
-    fc_dim dims[8];
-    for (int i = 0; i < e->rank; i++) dims[i] = (fc_dim){names[i], e->dim[i]};
-    fc_tensor *t = fc_empty(c, dt, dims, e->rank);
-    cr_assert(t);
-    char *p = fc_tensor_data(t);
-    for (int64_t i = 0; i < e->n; i++) {
-        double v = e->v[i];
-        switch (dt) {
-        case FC_I32: { int32_t x = (int32_t)v; memcpy(p + i * 4, &x, 4); break; }
-        case FC_I64: { int64_t x = (int64_t)v; memcpy(p + i * 8, &x, 8); break; }
-        case FC_F32: { float x = (float)v; memcpy(p + i * 4, &x, 4); break; }
-        case FC_F16: { fc_f16 x = fc_f32_to_f16((float)v); memcpy(p + i * 2, &x, 2); break; }
-        case FC_BF16: { fc_bf16 x = fc_f32_to_bf16((float)v); memcpy(p + i * 2, &x, 2); break; }
-        case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_F64: cr_assert_fail("unused dtype"); break;
-        }
-    }
-    return t;
-}
-
-static double *values(const fc_tensor *t)
-{
-    int r = fc_tensor_rank(t);
-    int64_t n = fc_tensor_numel(t);
-    double *v = malloc((size_t)n * sizeof *v);
-    int64_t idx[8] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = fc_tensor_get(t, idx);
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < fc_tensor_dim(t, d)) break;
-            idx[d] = 0;
-        }
-    }
-    return v;
-}
-
-static void expect_golden(const fc_tensor *t, const golden *e, double tol, const char *what)
+static void expect_golden(const fc_tensor *t, const fct_golden *e, double tol, const char *what)
 {
     cr_assert(t, "%s: NULL result (%s)", what, fc_ctx_error(ctx));
     cr_expect_eq(fc_tensor_dtype(t), FC_F32, "%s: losses are f32", what);
     cr_assert_eq(fc_tensor_numel(t), e->n, "%s: %lld elements, want %lld", what, (long long)fc_tensor_numel(t),
                  (long long)e->n);
     cr_assert_eq(fc_tensor_rank(t), e->rank, "%s: rank", what);
-    double *v = values(t);
+    double *v = fct_values(t);
     for (int64_t i = 0; i < e->n; i++) {
         if (isnan(e->v[i])) {
             cr_expect(isnan(v[i]), "%s[%lld] = %g, want nan", what, (long long)i, v[i]);
@@ -149,26 +38,9 @@ static void expect_golden(const fc_tensor *t, const golden *e, double tol, const
     free(v);
 }
 
-static void expect_bits(fc_ctx *c1, const fc_tensor *a, fc_ctx *c2, const fc_tensor *b, const char *what)
-{
-    cr_assert(a && b, "%s: NULL (%s / %s)", what, fc_ctx_error(c1), fc_ctx_error(c2));
-    size_t n = fc_tensor_nbytes(a);
-    cr_assert_eq(n, fc_tensor_nbytes(b), "%s: sizes differ", what);
-    void *x = malloc(n), *y = malloc(n);
-    cr_assert_eq(fc_tensor_read(c1, a, x, n), FC_OK);
-    cr_assert_eq(fc_tensor_read(c2, b, y, n), FC_OK);
-    cr_expect(memcmp(x, y, n) == 0, "%s: results differ", what);
-    free(x);
-    free(y);
-}
-
 static void expect_error(fc_status st, const char *op, const char *axis)
 {
-    cr_expect_eq(fc_ctx_status(ctx), st, "want %s, got %s: %s", fc_status_name(st), fc_status_name(fc_ctx_status(ctx)),
-                 fc_ctx_error(ctx));
-    cr_expect(strstr(fc_ctx_error(ctx), op) != NULL, "message lacks \"%s\": %s", op, fc_ctx_error(ctx));
-    if (axis) cr_expect(strstr(fc_ctx_error(ctx), axis) != NULL, "message lacks \"%s\": %s", axis, fc_ctx_error(ctx));
-    fc_ctx_clear_error(ctx);
+    fct_expect_error(ctx, st, op, axis);
 }
 
 /* ---- cross entropy ----------------------------------------------------------- */
@@ -178,7 +50,7 @@ static const float smoothing[3] = {0.0f, 0.1f, 0.35f};
 
 Test(loss, cross_entropy_goldens)
 {
-    goldens g = golden_load("structure_loss.txt");
+    fct_goldens g = fct_golden_load("structure_loss.txt");
     fc_scope s = fc_scope_begin(ctx);
     struct { const char *name; const char *ax[3]; int rank; const char *tax[2]; } cases[3] = {
         {"ce0", {"n", "c"}, 2, {"n"}},
@@ -188,12 +60,12 @@ Test(loss, cross_entropy_goldens)
     for (int ci = 0; ci < 3; ci++) {
         char nm[64];
         snprintf(nm, sizeof nm, "%s.logits", cases[ci].name);
-        fc_tensor *x = golden_tensor(ctx, golden_get(&g, nm), FC_F32, cases[ci].ax);
+        fc_tensor *x = fct_golden_tensor(ctx, fct_golden_get(&g, nm), FC_F32, cases[ci].ax);
         snprintf(nm, sizeof nm, "%s.targets", cases[ci].name);
-        fc_tensor *t64 = golden_tensor(ctx, golden_get(&g, nm), FC_I64, cases[ci].tax);
-        fc_tensor *t32 = golden_tensor(ctx, golden_get(&g, nm), FC_I32, cases[ci].tax);
+        fc_tensor *t64 = fct_golden_tensor(ctx, fct_golden_get(&g, nm), FC_I64, cases[ci].tax);
+        fc_tensor *t32 = fct_golden_tensor(ctx, fct_golden_get(&g, nm), FC_I32, cases[ci].tax);
         snprintf(nm, sizeof nm, "%s.meta", cases[ci].name);
-        int64_t ignore = (int64_t)golden_get(&g, nm)->v[1];
+        int64_t ignore = (int64_t)fct_golden_get(&g, nm)->v[1];
         /* A strided copy of the logits: classes no longer contiguous. */
         fc_tensor *xs = fc_transpose(ctx, fc_clone(ctx, fc_transpose(ctx, x, cases[ci].ax[0], cases[ci].ax[1])),
                                      cases[ci].ax[1], cases[ci].ax[0]);
@@ -202,33 +74,33 @@ Test(loss, cross_entropy_goldens)
                 fc_ce_options o = {.reduction = (fc_reduction)ri, .label_smoothing = smoothing[li],
                                    .ignore_index = ignore, .set_ignore_index = 1};
                 snprintf(nm, sizeof nm, "%s.ls%d.%s", cases[ci].name, li, red_names[ri]);
-                const golden *want = golden_get(&g, nm);
+                const fct_golden *want = fct_golden_get(&g, nm);
                 fc_tensor *y = fc_cross_entropy(ctx, x, t64, "c", &o);
                 expect_golden(y, want, 2e-6, nm);
                 expect_golden(fc_cross_entropy(ctx, x, t32, "c", &o), want, 2e-6, nm);
-                expect_bits(ctx, fc_cross_entropy(ctx, xs, t64, "c", &o), ctx, y, "strided logits");
+                fct_expect_bits(ctx, fc_cross_entropy(ctx, xs, t64, "c", &o), ctx, y, "strided logits");
                 if (ignore == -100) { /* the default ignore index */
                     fc_ce_options d = {.reduction = (fc_reduction)ri, .label_smoothing = smoothing[li]};
-                    expect_bits(ctx, fc_cross_entropy(ctx, x, t64, "c", &d), ctx, y, "default ignore index");
+                    fct_expect_bits(ctx, fc_cross_entropy(ctx, x, t64, "c", &d), ctx, y, "default ignore index");
                 }
             }
         }
     }
     /* NULL options: mean, no smoothing, ignore -100. */
     const char *nc[2] = {"n", "c"}, *n1[1] = {"n"};
-    fc_tensor *x = golden_tensor(ctx, golden_get(&g, "ce0.logits"), FC_F32, nc);
-    fc_tensor *t = golden_tensor(ctx, golden_get(&g, "ce0.targets"), FC_I64, n1);
-    expect_golden(fc_cross_entropy(ctx, x, t, "c", NULL), golden_get(&g, "ce0.ls0.mean"), 2e-6, "NULL options");
+    fc_tensor *x = fct_golden_tensor(ctx, fct_golden_get(&g, "ce0.logits"), FC_F32, nc);
+    fc_tensor *t = fct_golden_tensor(ctx, fct_golden_get(&g, "ce0.targets"), FC_I64, n1);
+    expect_golden(fc_cross_entropy(ctx, x, t, "c", NULL), fct_golden_get(&g, "ce0.ls0.mean"), 2e-6, "NULL options");
     /* f16 / bf16 logits, computed in f32. */
-    fc_tensor *h = golden_tensor(ctx, golden_get(&g, "ce_f16.logits"), FC_F16, nc);
-    fc_tensor *ht = golden_tensor(ctx, golden_get(&g, "ce_f16.targets"), FC_I64, n1);
+    fc_tensor *h = fct_golden_tensor(ctx, fct_golden_get(&g, "ce_f16.logits"), FC_F16, nc);
+    fc_tensor *ht = fct_golden_tensor(ctx, fct_golden_get(&g, "ce_f16.targets"), FC_I64, n1);
     expect_golden(fc_cross_entropy(ctx, h, ht, "c", &(fc_ce_options){.label_smoothing = 0.1f}),
-                  golden_get(&g, "ce_f16.mean"), 2e-6, "f16");
-    fc_tensor *bh = golden_tensor(ctx, golden_get(&g, "ce_bf16.logits"), FC_BF16, nc);
+                  fct_golden_get(&g, "ce_f16.mean"), 2e-6, "f16");
+    fc_tensor *bh = fct_golden_tensor(ctx, fct_golden_get(&g, "ce_bf16.logits"), FC_BF16, nc);
     expect_golden(fc_cross_entropy(ctx, bh, ht, "c", &(fc_ce_options){.label_smoothing = 0.1f}),
-                  golden_get(&g, "ce_bf16.mean"), 2e-6, "bf16");
+                  fct_golden_get(&g, "ce_bf16.mean"), 2e-6, "bf16");
     fc_scope_end(ctx, s);
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 Test(loss, cross_entropy_all_ignored_and_target_order)
@@ -254,7 +126,7 @@ Test(loss, cross_entropy_all_ignored_and_target_order)
     fc_tensor *y1 = fc_cross_entropy(ctx, x, tb, "v", &o), *y2 = fc_cross_entropy(ctx, x, tsw, "v", &o);
     cr_assert(y1 && y2, "%s", fc_ctx_error(ctx));
     cr_expect_str_eq(fc_tensor_axis(y2, 0), "b");
-    expect_bits(ctx, y1, ctx, y2, "target axis order");
+    fct_expect_bits(ctx, y1, ctx, y2, "target axis order");
     /* NONE is -log_softmax at the target. */
     for (int64_t b = 0; b < 2; b++)
         for (int64_t q = 0; q < 3; q++) {
@@ -306,7 +178,7 @@ Test(loss, broadcast_logits_equal_contiguous_copy)
     fc_tensor *t = fc_from_data(ctx, FC_I64, FC_SHAPE({"n", 5}), (int64_t[]){0, 6, 3, -100, 2}, 40);
     for (int ri = 0; ri < 3; ri++) {
         fc_ce_options o = {.reduction = (fc_reduction)ri, .label_smoothing = 0.25f};
-        expect_bits(ctx, fc_cross_entropy(ctx, bx, t, "v", &o), ctx, fc_cross_entropy(ctx, fc_clone(ctx, bx), t, "v", &o),
+        fct_expect_bits(ctx, fc_cross_entropy(ctx, bx, t, "v", &o), ctx, fc_cross_entropy(ctx, fc_clone(ctx, bx), t, "v", &o),
                     "broadcast logits");
     }
     fc_scope_end(ctx, s);
@@ -316,25 +188,25 @@ Test(loss, broadcast_logits_equal_contiguous_copy)
 
 Test(loss, mse_goldens_and_errors)
 {
-    goldens g = golden_load("structure_loss.txt");
+    fct_goldens g = fct_golden_load("structure_loss.txt");
     fc_scope s = fc_scope_begin(ctx);
     const char *rc[2] = {"r", "c"}, *c1[1] = {"c"};
-    fc_tensor *a = golden_tensor(ctx, golden_get(&g, "mse.a"), FC_F32, rc);
-    fc_tensor *b = golden_tensor(ctx, golden_get(&g, "mse.b"), FC_F32, c1);
-    fc_tensor *c = golden_tensor(ctx, golden_get(&g, "mse.c"), FC_F32, rc);
+    fc_tensor *a = fct_golden_tensor(ctx, fct_golden_get(&g, "mse.a"), FC_F32, rc);
+    fc_tensor *b = fct_golden_tensor(ctx, fct_golden_get(&g, "mse.b"), FC_F32, c1);
+    fc_tensor *c = fct_golden_tensor(ctx, fct_golden_get(&g, "mse.c"), FC_F32, rc);
     /* Positional operands align from the right. */
     const char *pa[2] = {NULL, NULL}, *pb[1] = {NULL};
-    fc_tensor *ap = golden_tensor(ctx, golden_get(&g, "mse.a"), FC_F32, pa);
-    fc_tensor *bp = golden_tensor(ctx, golden_get(&g, "mse.b"), FC_F32, pb);
+    fc_tensor *ap = fct_golden_tensor(ctx, fct_golden_get(&g, "mse.a"), FC_F32, pa);
+    fc_tensor *bp = fct_golden_tensor(ctx, fct_golden_get(&g, "mse.b"), FC_F32, pb);
     fc_tensor *cs = fc_transpose(ctx, fc_clone(ctx, fc_transpose(ctx, c, "r", "c")), "c", "r");
     for (int ri = 0; ri < 3; ri++) {
         char nm[64];
         snprintf(nm, sizeof nm, "mse.ab.%s", red_names[ri]);
-        expect_golden(fc_mse(ctx, a, b, (fc_reduction)ri), golden_get(&g, nm), 1e-6, nm);
-        expect_golden(fc_mse(ctx, ap, bp, (fc_reduction)ri), golden_get(&g, nm), 1e-6, nm);
+        expect_golden(fc_mse(ctx, a, b, (fc_reduction)ri), fct_golden_get(&g, nm), 1e-6, nm);
+        expect_golden(fc_mse(ctx, ap, bp, (fc_reduction)ri), fct_golden_get(&g, nm), 1e-6, nm);
         snprintf(nm, sizeof nm, "mse.ac.%s", red_names[ri]);
-        expect_golden(fc_mse(ctx, a, c, (fc_reduction)ri), golden_get(&g, nm), 1e-6, nm);
-        expect_bits(ctx, fc_mse(ctx, a, cs, (fc_reduction)ri), ctx, fc_mse(ctx, a, c, (fc_reduction)ri), "strided mse");
+        expect_golden(fc_mse(ctx, a, c, (fc_reduction)ri), fct_golden_get(&g, nm), 1e-6, nm);
+        fct_expect_bits(ctx, fc_mse(ctx, a, cs, (fc_reduction)ri), ctx, fc_mse(ctx, a, c, (fc_reduction)ri), "strided mse");
     }
     /* b first: the result has b's axes, then a's. */
     fc_tensor *ba = fc_mse(ctx, b, a, FC_REDUCE_NONE);
@@ -345,21 +217,18 @@ Test(loss, mse_goldens_and_errors)
     cr_expect_null(fc_mse(ctx, a, fc_zeros(ctx, FC_F16, FC_SHAPE({"c", 4})), FC_REDUCE_MEAN));
     expect_error(FC_ERR_DTYPE, "fc_mse", NULL);
     fc_scope_end(ctx, s);
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 /* ---- threads ---------------------------------------------------------------------- */
 
 Test(loss, one_and_two_threads_agree)
 {
-    fc_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
-    uint64_t l1 = fc_ctx_pool_stats(c1).tensors_live, l2 = fc_ctx_pool_stats(c2).tensors_live;
-    fc_ctx *cs[2] = {c1, c2};
+    fct_ctx_pair p = fct_ctx_pair_begin();
+    fc_ctx *c1 = p.c[0], *c2 = p.c[1];
     fc_tensor *r[2][6];
-    fc_scope sc[2];
     for (int k = 0; k < 2; k++) {
-        fc_ctx *c = cs[k];
-        sc[k] = fc_scope_begin(c);
+        fc_ctx *c = p.c[k];
         fc_tensor *x = fc_rand_normal(c, FC_F32, FC_SHAPE({"n", 1500}, {"v", 301}), 5, 0, 3);
         fc_tensor *xh = fc_rand_normal(c, FC_BF16, FC_SHAPE({"v", 301}, {"n", 1500}), 6, 0, 3);
         fc_tensor *t = fc_empty(c, FC_I32, FC_SHAPE({"n", 1500}));
@@ -377,12 +246,7 @@ Test(loss, one_and_two_threads_agree)
     for (int i = 0; i < 6; i++) {
         char what[32];
         snprintf(what, sizeof what, "loss %d", i);
-        expect_bits(c1, r[0][i], c2, r[1][i], what);
+        fct_expect_bits(c1, r[0][i], c2, r[1][i], what);
     }
-    fc_scope_end(c1, sc[0]);
-    fc_scope_end(c2, sc[1]);
-    cr_expect_eq(fc_ctx_pool_stats(c1).tensors_live, l1);
-    cr_expect_eq(fc_ctx_pool_stats(c2).tensors_live, l2);
-    fc_ctx_free(c1);
-    fc_ctx_free(c2);
+    fct_ctx_pair_end(&p);
 }

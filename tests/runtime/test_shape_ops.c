@@ -12,142 +12,21 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "fct_golden.h"
 
 static fc_ctx *ctx;
-static uint64_t live0;
 
-static fc_ctx *new_ctx(int threads)
-{
-    char err[256];
-    fc_ctx_options o = {.threads = threads};
-    fc_ctx *c = fc_ctx_new(&o, err, sizeof err);
-    cr_assert(c, "%s", err);
-    return c;
-}
-static void setup(void)
-{
-    ctx = new_ctx(2);
-    live0 = fc_ctx_pool_stats(ctx).tensors_live;
-}
-static void teardown(void)
-{
-    cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, live0, "tensors leaked: %llu",
-                 (unsigned long long)(fc_ctx_pool_stats(ctx).tensors_live - live0));
-    fc_ctx_free(ctx);
-}
+static void setup(void) { ctx = fct_suite_begin(2); }
+static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(shape, .init = setup, .fini = teardown);
 
-/* ---- goldens ------------------------------------------------------------ */
-
-typedef struct golden {
-    char name[64];
-    int is_int;
-    int rank;
-    int64_t dim[8];
-    int64_t n;
-    double *v;
-} golden;
-typedef struct goldens { golden *a; int n; } goldens;
-
-static goldens golden_load(const char *file)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", FC_GOLDEN_DIR, file);
-    FILE *f = fopen(path, "r");
-    cr_assert(f, "cannot open %s (run tests/goldens/gen_structure_goldens.py)", path);
-    goldens g = {NULL, 0};
-    char tok[64];
-    while (fscanf(f, "%63s", tok) == 1) {
-        if (tok[0] == '#') {
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
-            continue;
-        }
-        g.a = realloc(g.a, (size_t)(g.n + 1) * sizeof *g.a);
-        golden *e = &g.a[g.n++];
-        memset(e, 0, sizeof *e);
-        snprintf(e->name, sizeof e->name, "%s", tok);
-        char kind[8];
-        cr_assert(fscanf(f, "%7s %d", kind, &e->rank) == 2, "%s: bad header for %s", path, tok);
-        e->is_int = strcmp(kind, "i64") == 0;
-        e->n = 1;
-        for (int i = 0; i < e->rank; i++) {
-            long long d;
-            cr_assert(fscanf(f, "%lld", &d) == 1);
-            e->dim[i] = d;
-            e->n *= d;
-        }
-        e->v = malloc((size_t)e->n * sizeof(double));
-        for (int64_t i = 0; i < e->n; i++) cr_assert(fscanf(f, "%lf", &e->v[i]) == 1, "%s: short data in %s", path, tok);
-    }
-    fclose(f);
-    return g;
-}
-static const golden *golden_get(const goldens *g, const char *name)
-{
-    for (int i = 0; i < g->n; i++)
-        if (strcmp(g->a[i].name, name) == 0) return &g->a[i];
-    cr_assert_fail("golden %s is missing", name);
-    return NULL;
-}
-static void golden_free(goldens *g)
-{
-    for (int i = 0; i < g->n; i++) free(g->a[i].v);
-    free(g->a);
-}
-/* A tensor of dtype dt holding golden e, with the given axis names. */
-static fc_tensor *golden_tensor(const golden *e, fc_dtype dt, const char *const *names)
-{
-    fc_dim dims[8];
-    for (int i = 0; i < e->rank; i++) dims[i] = (fc_dim){names[i], e->dim[i]};
-    fc_tensor *t = fc_empty(ctx, dt, dims, e->rank);
-    cr_assert(t);
-    int64_t idx[8] = {0};
-    /* Fill through a contiguous f64 staging tensor of the right dtype. */
-    size_t es = fc_dtype_size(dt);
-    char *p = fc_tensor_data(t);
-    for (int64_t i = 0; i < e->n; i++) {
-        double v = e->v[i];
-        switch (dt) {
-        case FC_I32: { int32_t x = (int32_t)v; memcpy(p + i * es, &x, 4); break; }
-        case FC_I64: { int64_t x = (int64_t)v; memcpy(p + i * es, &x, 8); break; }
-        case FC_F32: { float x = (float)v; memcpy(p + i * es, &x, 4); break; }
-        case FC_F64: memcpy(p + i * es, &v, 8); break;
-        case FC_F16: { fc_f16 x = fc_f32_to_f16((float)v); memcpy(p + i * es, &x, 2); break; }
-        case FC_BF16: { fc_bf16 x = fc_f32_to_bf16((float)v); memcpy(p + i * es, &x, 2); break; }
-        case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: cr_assert_fail("unused dtype"); break;
-        }
-    }
-    (void)idx;
-    return t;
-}
-
-/* ---- helpers ------------------------------------------------------------ */
-
-/* Every element of t (any strides, any dtype) as double, row-major. */
-static double *values(const fc_tensor *t)
-{
-    int r = fc_tensor_rank(t);
-    int64_t n = fc_tensor_numel(t);
-    double *v = malloc((size_t)n * sizeof *v);
-    int64_t idx[8] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        v[i] = fc_tensor_get(t, idx);
-        for (int d = r - 1; d >= 0; d--) {
-            if (++idx[d] < fc_tensor_dim(t, d)) break;
-            idx[d] = 0;
-        }
-    }
-    return v;
-}
-
-static void expect_golden(const fc_tensor *t, const golden *e, double tol)
+static void expect_golden(const fc_tensor *t, const fct_golden *e, double tol)
 {
     cr_assert(t, "%s: NULL result (%s)", e->name, fc_ctx_error(ctx));
     cr_assert_eq(fc_tensor_numel(t), e->n, "%s: %lld elements, want %lld", e->name, (long long)fc_tensor_numel(t),
                  (long long)e->n);
     for (int i = 0; i < e->rank; i++) cr_assert_eq(fc_tensor_dim(t, i), e->dim[i], "%s: axis %d", e->name, i);
-    double *v = values(t);
+    double *v = fct_values(t);
     for (int64_t i = 0; i < e->n; i++) {
         if (isnan(e->v[i])) {
             cr_expect(isnan(v[i]), "%s[%lld] = %g, want nan", e->name, (long long)i, v[i]);
@@ -185,11 +64,7 @@ static void expect_same(fc_ctx *c1, const fc_tensor *a, fc_ctx *c2, const fc_ten
 
 static void expect_error(fc_status st, const char *op, const char *axis)
 {
-    cr_expect_eq(fc_ctx_status(ctx), st, "want %s, got %s: %s", fc_status_name(st), fc_status_name(fc_ctx_status(ctx)),
-                 fc_ctx_error(ctx));
-    cr_expect(strstr(fc_ctx_error(ctx), op) != NULL, "message lacks \"%s\": %s", op, fc_ctx_error(ctx));
-    if (axis) cr_expect(strstr(fc_ctx_error(ctx), axis) != NULL, "message lacks \"%s\": %s", axis, fc_ctx_error(ctx));
-    fc_ctx_clear_error(ctx);
+    fct_expect_error(ctx, st, op, axis);
 }
 
 /* f32 [a=A, b=B] with value 100*i + j (or an offset). */
@@ -249,7 +124,7 @@ Test(shape, concat_every_dtype)
         cr_expect_eq(fc_tensor_dtype(y), dt);
         double want[5] = {0, 1, 2, 1, 1};
         if (dt == FC_BOOL) want[2] = 1;
-        double *v = values(y);
+        double *v = fct_values(y);
         for (int i = 0; i < 5; i++) cr_expect_eq(v[i], want[i], "%s [%d]", fc_dtype_name((fc_dtype)dt), i);
         free(v);
     }
@@ -339,7 +214,7 @@ Test(shape, pad_repeat_flip)
         fc_tensor *x = fc_arange(ctx, (fc_dtype)dt, "n", 2);
         fc_tensor *y = fc_pad(ctx, x, "n", 1, 1, 300);
         cr_assert(y, "%s", fc_ctx_error(ctx));
-        double *w = values(y);
+        double *w = fct_values(y);
         double pv = fc_tensor_item(fc_scalar(ctx, (fc_dtype)dt, 300));
         cr_expect_eq(w[0], pv, "%s", fc_dtype_name((fc_dtype)dt));
         cr_expect_eq(w[1], 0);
@@ -347,7 +222,7 @@ Test(shape, pad_repeat_flip)
         cr_expect_eq(w[3], pv);
         free(w);
         fc_tensor *z = fc_flip(ctx, fc_repeat(ctx, x, "n", 2), "n");
-        double *u = values(z);
+        double *u = fct_values(z);
         cr_expect(u[0] == 1 && u[1] == 0 && u[2] == 1 && u[3] == 0, "%s", fc_dtype_name((fc_dtype)dt));
         free(u);
     }
@@ -394,7 +269,7 @@ Test(shape, get_rows_matches_loops)
         fc_tensor *x = fc_arange(ctx, (fc_dtype)dt, "vocab", 2);
         fc_tensor *z = fc_get_rows(ctx, x, fc_from_data(ctx, FC_I32, FC_SHAPE({"s", 3}), (int32_t[]){1, 0, 1}, 12));
         cr_assert(z, "%s", fc_ctx_error(ctx));
-        double *v = values(z);
+        double *v = fct_values(z);
         cr_expect(v[0] == 1 && v[1] == 0 && v[2] == 1, "%s", fc_dtype_name((fc_dtype)dt));
         free(v);
     }
@@ -430,37 +305,37 @@ Test(shape, get_rows_matches_loops)
 
 Test(shape, gather_scatter_goldens)
 {
-    goldens g = golden_load("structure_index.txt");
+    fct_goldens g = fct_golden_load("structure_index.txt");
     fc_scope s = fc_scope_begin(ctx);
     const char *abc[3] = {"a", "b", "c"};
-    fc_tensor *t = golden_tensor(golden_get(&g, "gather.t"), FC_F32, abc);
-    fc_tensor *idx = golden_tensor(golden_get(&g, "gather.idx"), FC_I64, abc);
-    expect_golden(fc_gather(ctx, t, "b", idx), golden_get(&g, "gather.out"), 0);
-    fc_tensor *idx32 = golden_tensor(golden_get(&g, "gather.idx"), FC_I32, abc);
-    expect_golden(fc_gather(ctx, t, "b", idx32), golden_get(&g, "gather.out"), 0);
+    fc_tensor *t = fct_golden_tensor(ctx, fct_golden_get(&g, "gather.t"), FC_F32, abc);
+    fc_tensor *idx = fct_golden_tensor(ctx, fct_golden_get(&g, "gather.idx"), FC_I64, abc);
+    expect_golden(fc_gather(ctx, t, "b", idx), fct_golden_get(&g, "gather.out"), 0);
+    fc_tensor *idx32 = fct_golden_tensor(ctx, fct_golden_get(&g, "gather.idx"), FC_I32, abc);
+    expect_golden(fc_gather(ctx, t, "b", idx32), fct_golden_get(&g, "gather.out"), 0);
     /* idx with its axes in another order: the result has idx's order. */
     fc_tensor *idxp = fc_permute(ctx, idx, FC_AXES("c", "a", "b"));
     fc_tensor *gp = fc_gather(ctx, t, "b", idxp);
     cr_assert(gp, "%s", fc_ctx_error(ctx));
     cr_expect_str_eq(fc_tensor_axis(gp, 0), "c");
-    expect_golden(fc_permute(ctx, gp, FC_AXES("a", "b", "c")), golden_get(&g, "gather.out"), 0);
+    expect_golden(fc_permute(ctx, gp, FC_AXES("a", "b", "c")), fct_golden_get(&g, "gather.out"), 0);
 
     const char *ab[2] = {"a", "b"};
-    fc_tensor *st = golden_tensor(golden_get(&g, "scatter.t"), FC_F32, ab);
-    fc_tensor *si = golden_tensor(golden_get(&g, "scatter.idx"), FC_I64, ab);
-    fc_tensor *ss = golden_tensor(golden_get(&g, "scatter.src"), FC_F32, ab);
-    expect_golden(fc_scatter_add(ctx, st, "a", si, ss), golden_get(&g, "scatter.out"), 0);
-    fc_tensor *st2 = golden_tensor(golden_get(&g, "scatter2.t"), FC_F32, ab);
-    fc_tensor *si2 = golden_tensor(golden_get(&g, "scatter2.idx"), FC_I32, ab);
-    fc_tensor *ss2 = golden_tensor(golden_get(&g, "scatter2.src"), FC_F32, ab);
-    expect_golden(fc_scatter_add(ctx, st2, "b", si2, ss2), golden_get(&g, "scatter2.out"), 0);
+    fc_tensor *st = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.t"), FC_F32, ab);
+    fc_tensor *si = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.idx"), FC_I64, ab);
+    fc_tensor *ss = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.src"), FC_F32, ab);
+    expect_golden(fc_scatter_add(ctx, st, "a", si, ss), fct_golden_get(&g, "scatter.out"), 0);
+    fc_tensor *st2 = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter2.t"), FC_F32, ab);
+    fc_tensor *si2 = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter2.idx"), FC_I32, ab);
+    fc_tensor *ss2 = fct_golden_tensor(ctx, fct_golden_get(&g, "scatter2.src"), FC_F32, ab);
+    expect_golden(fc_scatter_add(ctx, st2, "b", si2, ss2), fct_golden_get(&g, "scatter2.out"), 0);
     /* f64 and a strided src give the same sums. */
     fc_tensor *ssT = fc_transpose(ctx, fc_clone(ctx, fc_transpose(ctx, ss2, "a", "b")), "b", "a");
     expect_same(ctx, fc_scatter_add(ctx, st2, "b", si2, ssT), ctx, fc_scatter_add(ctx, st2, "b", si2, ss2),
                 "strided src");
-    expect_golden(fc_scatter_add(ctx, golden_tensor(golden_get(&g, "scatter.t"), FC_F64, ab), "a", si,
-                                 golden_tensor(golden_get(&g, "scatter.src"), FC_F64, ab)),
-                  golden_get(&g, "scatter.out"), 1e-6);
+    expect_golden(fc_scatter_add(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.t"), FC_F64, ab), "a", si,
+                                 fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.src"), FC_F64, ab)),
+                  fct_golden_get(&g, "scatter.out"), 1e-6);
 
     /* Errors. */
     cr_expect_null(fc_gather(ctx, t, "z", idx));
@@ -475,14 +350,15 @@ Test(shape, gather_scatter_goldens)
     expect_error(FC_ERR_DTYPE, "fc_gather", "\"b\"");
     cr_expect_null(fc_scatter_add(ctx, st, "a", fc_full(ctx, FC_I32, FC_SHAPE({"a", 1}, {"b", 1}), 4), ss));
     expect_error(FC_ERR_INVALID_ARG, "fc_scatter_add", "\"a\"");
-    cr_expect_null(fc_scatter_add(ctx, st, "a", si, golden_tensor(golden_get(&g, "scatter.src"), FC_F64, ab)));
+    cr_expect_null(
+        fc_scatter_add(ctx, st, "a", si, fct_golden_tensor(ctx, fct_golden_get(&g, "scatter.src"), FC_F64, ab)));
     expect_error(FC_ERR_DTYPE, "fc_scatter_add", "\"a\"");
     cr_expect_null(fc_scatter_add(ctx, st, "a", si, fc_zeros(ctx, FC_F32, FC_SHAPE({"a", 5}, {"b", 3}))));
     expect_error(FC_ERR_SHAPE, "fc_scatter_add", "\"a\"");
     cr_expect_null(fc_scatter_add(ctx, st, "q", si, ss));
     expect_error(FC_ERR_AXIS, "fc_scatter_add", "\"q\"");
     fc_scope_end(ctx, s);
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 Test(shape, scatter_add_integer_and_half)
@@ -546,31 +422,31 @@ Test(shape, set_slice)
 
 Test(shape, sort_goldens)
 {
-    goldens g = golden_load("structure_index.txt");
+    fct_goldens g = fct_golden_load("structure_index.txt");
     fc_scope s = fc_scope_begin(ctx);
     const char *rn[2] = {"r", "n"};
-    fc_tensor *x = golden_tensor(golden_get(&g, "sort.x"), FC_F32, rn);
-    expect_golden(fc_argsort(ctx, x, "n", 0), golden_get(&g, "sort.argsort0"), 0);
-    expect_golden(fc_argsort(ctx, x, "n", 1), golden_get(&g, "sort.argsort1"), 0);
-    fc_tensor *xd = golden_tensor(golden_get(&g, "sort.x"), FC_F64, rn);
-    expect_golden(fc_argsort(ctx, xd, "n", 1), golden_get(&g, "sort.argsort1"), 0);
+    fc_tensor *x = fct_golden_tensor(ctx, fct_golden_get(&g, "sort.x"), FC_F32, rn);
+    expect_golden(fc_argsort(ctx, x, "n", 0), fct_golden_get(&g, "sort.argsort0"), 0);
+    expect_golden(fc_argsort(ctx, x, "n", 1), fct_golden_get(&g, "sort.argsort1"), 0);
+    fc_tensor *xd = fct_golden_tensor(ctx, fct_golden_get(&g, "sort.x"), FC_F64, rn);
+    expect_golden(fc_argsort(ctx, xd, "n", 1), fct_golden_get(&g, "sort.argsort1"), 0);
     fc_tensor *v = NULL, *ix = NULL;
     cr_assert_eq(fc_topk(ctx, x, "n", 9, 1, &v, &ix), FC_OK);
-    expect_golden(v, golden_get(&g, "sort.sorted1"), 0);
-    expect_golden(ix, golden_get(&g, "sort.argsort1"), 0);
+    expect_golden(v, fct_golden_get(&g, "sort.sorted1"), 0);
+    expect_golden(ix, fct_golden_get(&g, "sort.argsort1"), 0);
     /* Transposed input: same answer along the named axis. */
     fc_tensor *xt = fc_clone(ctx, fc_transpose(ctx, x, "r", "n"));
-    expect_golden(fc_permute(ctx, fc_argsort(ctx, xt, "n", 0), FC_AXES("r", "n")), golden_get(&g, "sort.argsort0"), 0);
+    expect_golden(fc_permute(ctx, fc_argsort(ctx, xt, "n", 0), FC_AXES("r", "n")), fct_golden_get(&g, "sort.argsort0"), 0);
 
-    fc_tensor *y = golden_tensor(golden_get(&g, "topk.x"), FC_F32, rn);
+    fc_tensor *y = fct_golden_tensor(ctx, fct_golden_get(&g, "topk.x"), FC_F32, rn);
     for (int largest = 0; largest < 2; largest++) {
         char vn[32], in[32];
         snprintf(vn, sizeof vn, "topk.values%d", largest);
         snprintf(in, sizeof in, "topk.indices%d", largest);
         cr_assert_eq(fc_topk(ctx, y, "n", 5, largest, &v, &ix), FC_OK, "%s", fc_ctx_error(ctx));
         cr_expect_eq(fc_tensor_dtype(ix), FC_I64);
-        expect_golden(v, golden_get(&g, vn), 0);
-        expect_golden(ix, golden_get(&g, in), 0);
+        expect_golden(v, fct_golden_get(&g, vn), 0);
+        expect_golden(ix, fct_golden_get(&g, in), 0);
     }
     /* Integers beyond 2^53 keep their exact order. */
     int64_t big[4] = {INT64_MAX, INT64_MAX - 1, INT64_MIN, -1};
@@ -596,7 +472,7 @@ Test(shape, sort_goldens)
     cr_expect_null(fc_argsort(ctx, x, "m", 0));
     expect_error(FC_ERR_AXIS, "fc_argsort", "\"m\"");
     fc_scope_end(ctx, s);
-    golden_free(&g);
+    fct_golden_free(&g);
 }
 
 Test(shape, broadcast_inputs_equal_contiguous_copies)
@@ -660,9 +536,8 @@ static void run_all(fc_ctx *c, fc_tensor **out)
 
 Test(shape, one_and_two_threads_agree)
 {
-    fc_ctx *c1 = new_ctx(1), *c2 = new_ctx(2);
-    uint64_t l1 = fc_ctx_pool_stats(c1).tensors_live, l2 = fc_ctx_pool_stats(c2).tensors_live;
-    fc_scope s1 = fc_scope_begin(c1), s2 = fc_scope_begin(c2);
+    fct_ctx_pair p = fct_ctx_pair_begin();
+    fc_ctx *c1 = p.c[0], *c2 = p.c[1];
     fc_tensor *a[N_RUN], *b[N_RUN];
     run_all(c1, a);
     run_all(c2, b);
@@ -680,12 +555,7 @@ Test(shape, one_and_two_threads_agree)
         for (int64_t j = 0; j < 700; j++) acc[iv[j * 300 + r]] += (float)fc_tensor_get(xt, (int64_t[]){r, j});
         for (int64_t k = 0; k < 100; k++) cr_expect_eq(fc_tensor_get(a[7], (int64_t[]){r, k}), acc[k], "row %lld", (long long)r);
     }
-    fc_scope_end(c1, s1);
-    fc_scope_end(c2, s2);
-    cr_expect_eq(fc_ctx_pool_stats(c1).tensors_live, l1);
-    cr_expect_eq(fc_ctx_pool_stats(c2).tensors_live, l2);
-    fc_ctx_free(c1);
-    fc_ctx_free(c2);
+    fct_ctx_pair_end(&p);
 }
 
 Test(shape, no_leaks_on_errors)

@@ -10,22 +10,12 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "fct_golden.h"
 
 static fc_ctx *ctx;
 
-static void setup(void)
-{
-    char err[256];
-    fc_ctx_options o = {.threads = 2};
-    ctx = fc_ctx_new(&o, err, sizeof err);
-    cr_assert(ctx, "%s", err);
-}
-static void teardown(void)
-{
-    cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, 0, "tensors leaked: %llu",
-                 (unsigned long long)fc_ctx_pool_stats(ctx).tensors_live);
-    fc_ctx_free(ctx);
-}
+static void setup(void) { ctx = fct_suite_begin(2); }
+static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(tensor, .init = setup, .fini = teardown);
 
 static fc_tensor *iota(fc_dtype dt, const fc_dim *dims, int rank)

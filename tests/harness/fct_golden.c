@@ -1,0 +1,177 @@
+/* Runtime-test helpers: contexts, the leak-checking suite fixture, goldens
+ * (fct_golden.h). */
+#include "fct_golden.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FC_GOLDEN_DIR
+#error "FC_GOLDEN_DIR (the tests/goldens directory) must be defined"
+#endif
+
+/* ---- contexts -------------------------------------------------------------- */
+
+fc_ctx *fct_new_ctx(int threads)
+{
+    char err[256];
+    fc_ctx_options o = {.threads = threads};
+    fc_ctx *c = fc_ctx_new(&o, err, sizeof err);
+    cr_assert(c, "%s", err);
+    return c;
+}
+
+static uint64_t suite_live0;
+
+fc_ctx *fct_suite_begin(int threads)
+{
+    fc_ctx *c = fct_new_ctx(threads);
+    suite_live0 = fc_ctx_pool_stats(c).tensors_live;
+    return c;
+}
+
+void fct_suite_end(fc_ctx *ctx)
+{
+    cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, suite_live0, "tensors leaked: %llu",
+                 (unsigned long long)(fc_ctx_pool_stats(ctx).tensors_live - suite_live0));
+    fc_ctx_free(ctx);
+}
+
+fct_ctx_pair fct_ctx_pair_begin(void)
+{
+    fct_ctx_pair p;
+    p.c[0] = fct_new_ctx(1);
+    p.c[1] = fct_new_ctx(2);
+    for (int k = 0; k < 2; k++) p.live[k] = fc_ctx_pool_stats(p.c[k]).tensors_live;
+    for (int k = 0; k < 2; k++) p.scope[k] = fc_scope_begin(p.c[k]);
+    return p;
+}
+
+void fct_ctx_pair_end(fct_ctx_pair *p)
+{
+    for (int k = 0; k < 2; k++) fc_scope_end(p->c[k], p->scope[k]);
+    for (int k = 0; k < 2; k++) cr_expect_eq(fc_ctx_pool_stats(p->c[k]).tensors_live, p->live[k]);
+    for (int k = 0; k < 2; k++) fc_ctx_free(p->c[k]);
+}
+
+/* ---- goldens ----------------------------------------------------------------- */
+
+fct_goldens fct_golden_load(const char *file)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", FC_GOLDEN_DIR, file);
+    FILE *f = fopen(path, "r");
+    cr_assert(f, "cannot open %s (run tests/goldens/gen_structure_goldens.py)", path);
+    fct_goldens g = {NULL, 0};
+    char tok[64];
+    while (fscanf(f, "%63s", tok) == 1) {
+        if (tok[0] == '#') {
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
+            continue;
+        }
+        g.a = realloc(g.a, (size_t)(g.n + 1) * sizeof *g.a);
+        fct_golden *e = &g.a[g.n++];
+        memset(e, 0, sizeof *e);
+        snprintf(e->name, sizeof e->name, "%s", tok);
+        char kind[8];
+        cr_assert(fscanf(f, "%7s %d", kind, &e->rank) == 2, "%s: bad header for %s", path, tok);
+        e->is_int = strcmp(kind, "i64") == 0;
+        e->n = 1;
+        for (int i = 0; i < e->rank; i++) {
+            long long d;
+            cr_assert(fscanf(f, "%lld", &d) == 1);
+            e->dim[i] = d;
+            e->n *= d;
+        }
+        e->v = malloc((size_t)e->n * sizeof(double));
+        for (int64_t i = 0; i < e->n; i++)
+            cr_assert(fscanf(f, "%lf", &e->v[i]) == 1, "%s: short data in %s", path, tok);
+    }
+    fclose(f);
+    return g;
+}
+
+const fct_golden *fct_golden_find(const fct_goldens *g, const char *name)
+{
+    for (int i = 0; i < g->n; i++)
+        if (strcmp(g->a[i].name, name) == 0) return &g->a[i];
+    return NULL;
+}
+
+const fct_golden *fct_golden_get(const fct_goldens *g, const char *name)
+{
+    const fct_golden *e = fct_golden_find(g, name);
+    cr_assert(e, "golden %s is missing", name);
+    return e;
+}
+
+void fct_golden_free(fct_goldens *g)
+{
+    for (int i = 0; i < g->n; i++) free(g->a[i].v);
+    free(g->a);
+}
+
+fc_tensor *fct_golden_tensor(fc_ctx *c, const fct_golden *e, fc_dtype dt, const char *const *names)
+{
+    fc_dim dims[8];
+    for (int i = 0; i < e->rank; i++) dims[i] = (fc_dim){names[i], e->dim[i]};
+    fc_tensor *t = fc_empty(c, dt, dims, e->rank);
+    cr_assert(t);
+    size_t es = fc_dtype_size(dt);
+    char *p = fc_tensor_data(t);
+    for (int64_t i = 0; i < e->n; i++) {
+        double v = e->v[i];
+        switch (dt) {
+        case FC_I32: { int32_t x = (int32_t)v; memcpy(p + i * es, &x, 4); break; }
+        case FC_I64: { int64_t x = (int64_t)v; memcpy(p + i * es, &x, 8); break; }
+        case FC_F32: { float x = (float)v; memcpy(p + i * es, &x, 4); break; }
+        case FC_F64: memcpy(p + i * es, &v, 8); break;
+        case FC_F16: { fc_f16 x = fc_f32_to_f16((float)v); memcpy(p + i * es, &x, 2); break; }
+        case FC_BF16: { fc_bf16 x = fc_f32_to_bf16((float)v); memcpy(p + i * es, &x, 2); break; }
+        case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: cr_assert_fail("unused dtype"); break;
+        }
+    }
+    return t;
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+double *fct_values(const fc_tensor *t)
+{
+    int r = fc_tensor_rank(t);
+    int64_t n = fc_tensor_numel(t);
+    double *v = malloc((size_t)n * sizeof *v);
+    int64_t idx[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        v[i] = fc_tensor_get(t, idx);
+        for (int d = r - 1; d >= 0; d--) {
+            if (++idx[d] < fc_tensor_dim(t, d)) break;
+            idx[d] = 0;
+        }
+    }
+    return v;
+}
+
+void fct_expect_bits(fc_ctx *c1, const fc_tensor *a, fc_ctx *c2, const fc_tensor *b, const char *what)
+{
+    cr_assert(a && b, "%s: NULL (%s / %s)", what, fc_ctx_error(c1), fc_ctx_error(c2));
+    size_t n = fc_tensor_nbytes(a);
+    cr_assert_eq(n, fc_tensor_nbytes(b), "%s: sizes differ", what);
+    void *x = malloc(n), *y = malloc(n);
+    cr_assert_eq(fc_tensor_read(c1, a, x, n), FC_OK);
+    cr_assert_eq(fc_tensor_read(c2, b, y, n), FC_OK);
+    cr_expect(memcmp(x, y, n) == 0, "%s: results differ", what);
+    free(x);
+    free(y);
+}
+
+void fct_expect_error(fc_ctx *c, fc_status st, const char *op, const char *axis)
+{
+    cr_expect_eq(fc_ctx_status(c), st, "want %s, got %s: %s", fc_status_name(st), fc_status_name(fc_ctx_status(c)),
+                 fc_ctx_error(c));
+    cr_expect(strstr(fc_ctx_error(c), op) != NULL, "message lacks \"%s\": %s", op, fc_ctx_error(c));
+    if (axis) cr_expect(strstr(fc_ctx_error(c), axis) != NULL, "message lacks \"%s\": %s", axis, fc_ctx_error(c));
+    fc_ctx_clear_error(c);
+}
