@@ -496,6 +496,26 @@ Test(attention, prefill_several_key_blocks, .init = setup_pool, .fini = teardown
     tcase e = {.n_q = 700, .n_kv = 700, .n_head = 2, .n_kv_head = 2, .d = 32, .dv = 48, .causal = 1,
                .softcap = 30.0f, .logit_gain = 40.0f, .seed = 1102};
     run_case(&e, NULL, pool2);
+    /* packed K/V beyond the prepack budget (64 MiB): each chunk packs its
+     * own blocks (the plan only: the data is never touched) */
+    static float dummy[1];
+    fc_attn_args big;
+    memset(&big, 0, sizeof big);
+    big.n_q = 60;
+    big.n_kv = 8800;
+    big.n_head = big.n_kv_head = 8;
+    big.head_dim = 128;
+    big.q = big.o = dummy;
+    big.k = big.v = dummy;
+    big.causal = 1;
+    big.q_pos0 = 8740;
+    cr_assert_eq(fc_attention_plan(&big, &plan), 0);
+    cr_assert(plan.kv_split == 0 && !plan.prepacked && plan.n_chunks > 8, "split %lld, prepacked %d, %lld chunks",
+              (long long)plan.kv_split, plan.prepacked, (long long)plan.n_chunks);
+    big.n_kv = 4000; /* within the budget */
+    big.q_pos0 = 3940;
+    cr_assert_eq(fc_attention_plan(&big, &plan), 0);
+    cr_assert(plan.prepacked, "4000 keys x 8 heads: not prepacked");
 }
 
 Test(attention, split_kv_decode, .init = setup_pool, .fini = teardown_pool, .timeout = 300)
@@ -526,13 +546,21 @@ Test(attention, split_kv_decode, .init = setup_pool, .fini = teardown_pool, .tim
         e.dv = 80;
         e.seed += 20;
         run_case(&e, NULL, pool2);
-        /* queries early in a long cache: the later splits are empty */
+        /* queries early in a long cache: the later splits are empty; f16
+         * with the heads of a token contiguous (whole rows widened at once) */
         tcase f = c;
         f.q_pos0 = 700;
         f.n_kv_head = 8;
+        f.f16 = 1;
         f.logit_gain = 10.0f;
         f.seed += 30;
         run_case(&f, pool2, w3);
+        /* a long cache: splits of many blocks */
+        tcase l = {.n_q = nq, .n_kv = 40000, .n_head = 4, .n_kv_head = 2, .d = 64, .causal = 1,
+                   .q_pos0 = 40000 - nq, .logit_gain = 6.0f, .seed = 1250 + (uint64_t)nq};
+        plan = plan_of(&l);
+        cr_assert(plan.kv_split > 2 * plan.kv_block, "split of %lld keys", (long long)plan.kv_split);
+        run_case(&l, NULL, w3);
         /* sinks that dominate, every key masked in some rows */
         tcase g = c;
         g.n_kv = 1000;
