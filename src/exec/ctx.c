@@ -8,6 +8,7 @@
  * one handed out next (its cache lines are the warmest). A cap bounds the
  * bytes kept; a release beyond it goes back to the allocator. */
 #include "exec/ctx.h"
+#include "exec/attention.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,8 @@ struct fc_ctx {
     char errmsg[FC_ERRMSG_MAX];
     fc_workers *workers;
     int threads;
+    fc_attn_workspace *attn_ws[8]; /* idle attention workspaces, LIFO */
+    int n_attn_ws;
 };
 
 /* --- default allocator --- */
@@ -193,6 +196,7 @@ void fc_ctx_free(fc_ctx *ctx)
         free(l->items);
     }
     free(ctx->scopes);
+    for (int i = 0; i < ctx->n_attn_ws; i++) fc_attn_workspace_free(ctx->attn_ws[i]);
     fc_workers_free(ctx->workers);
     fc_ctx_pool_trim(ctx);
     while (ctx->free_storages) {
@@ -504,4 +508,24 @@ void fc_discard(fc_ctx *ctx, fc_tensor *t)
     }
     pthread_mutex_unlock(&ctx->lock);
     fc_release(t);
+}
+
+fc_attn_workspace *fc_ctx_attn_workspace_acquire(fc_ctx *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    fc_attn_workspace *ws = ctx->n_attn_ws > 0 ? ctx->attn_ws[--ctx->n_attn_ws] : NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    return ws ? ws : fc_attn_workspace_new();
+}
+
+void fc_ctx_attn_workspace_release(fc_ctx *ctx, fc_attn_workspace *ws)
+{
+    if (!ws) return;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->n_attn_ws < (int)(sizeof ctx->attn_ws / sizeof ctx->attn_ws[0])) {
+        ctx->attn_ws[ctx->n_attn_ws++] = ws;
+        ws = NULL;
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    fc_attn_workspace_free(ws); /* more idle workspaces than slots: drop this one */
 }

@@ -77,6 +77,14 @@ void fc_discard(fc_ctx *ctx, fc_tensor *t);
  * (fc_storage_new / fc_storage_release): it comes from the same pool and is
  * counted the same way. */
 
+/* Attention scratch owned by the context: a LIFO list of workspaces (one
+ * per concurrent caller), so steady-state attention allocates nothing.
+ * Acquire returns NULL only when a new workspace cannot be made; the caller
+ * then passes NULL (per-call scratch). */
+struct fc_attn_workspace;
+struct fc_attn_workspace *fc_ctx_attn_workspace_acquire(fc_ctx *ctx);
+void fc_ctx_attn_workspace_release(fc_ctx *ctx, struct fc_attn_workspace *ws);
+
 /* The pool's size class of a request: the bytes a bucket hands out. */
 size_t fc_pool_class_bytes(size_t nbytes);
 

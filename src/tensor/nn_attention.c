@@ -249,6 +249,7 @@ fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, c
     a.mask_hs = mc && head_n ? stride_of(mc, head_n) : 0;
     a.sinks = sinkp;
     const size_t kes = fc_dtype_size(k->dtype);
+    a.ws = fc_ctx_attn_workspace_acquire(ctx); /* NULL: per-call scratch */
     int64_t idx[FC_MAX_RANK] = {0};
     for (int64_t bi = 0; bi < nbatch; bi++) {
         int64_t oq = 0, ok = 0, ov = 0, oo = 0, om = 0;
@@ -267,6 +268,7 @@ fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, c
         a.mask = mc ? (const float *)fct_ptr(mc) + om : NULL;
         int rc = fc_attention_f32(fc_ctx_workers(ctx), &a);
         if (rc != 0) {
+            fc_ctx_attn_workspace_release(ctx, a.ws);
             if (rc == -1)
                 fc_fail(ctx, FC_ERR_OOM, OP ": out of memory for attention scratch (q %s)", fct_describe(q, d1, sizeof d1));
             else
@@ -279,6 +281,7 @@ fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, c
             idx[b] = 0;
         }
     }
+    fc_ctx_attn_workspace_release(ctx, a.ws);
     if (ot) {
         if (fc_copy_into(ctx, o, ot) != FC_OK) goto fail;
         fc_discard(ctx, ot);
