@@ -475,9 +475,14 @@ static void pack_v(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t 
 /* One row's online-softmax step over keys [pa, pb] of a block: xr[s - base]
  * is the (scaled) logit of key s. Keys the row cannot see get P = 0; the others
  * get softcap and mask, then P = exp(x - m') with m' the new running max; l
- * and O_acc (dv floats) are rescaled to m'. On return xr holds P there. */
-static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, int64_t pb, int64_t t, int64_t h,
-                       float *m, float *l, float *oacc)
+ * and O_acc (dv floats) are rescaled to m'. On return xr holds P there.
+ * Two halves, so a panel can take all its rows' maxima before any exp (the
+ * rows' exp passes then do not wait on each other's reductions):
+ * row_max clips the row's range to [*ra, *rb], applies softcap and mask and
+ * returns the new running max m' (-inf, with the row's P already zeroed,
+ * when the row has nothing with weight yet); row_exp does the rest. */
+static float row_max(const attn_ctx *x, float *xr, int64_t base, int64_t pa, int64_t pb, int64_t t, int64_t h,
+                     float mo, int64_t *ra_out, int64_t *rb_out)
 {
     const fc_attn_args *a = x->a;
     const fck_table *K = x->kt;
@@ -485,9 +490,11 @@ static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, i
     token_range(a, t, &ra, &rb);
     if (ra < pa) ra = pa;
     if (rb > pb) rb = pb;
+    *ra_out = ra;
+    *rb_out = rb;
     if (ra > rb) {
         zero_floats(xr + (pa - base), pb - pa + 1);
-        return;
+        return -INFINITY;
     }
     float *u = xr + (ra - base); /* logits already scaled: Q was gathered times lscale */
     const size_t n = (size_t)(rb - ra + 1);
@@ -497,13 +504,19 @@ static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, i
     }
     if (a->mask) K->f32_add(n, u, a->mask + t * a->mask_rs + h * a->mask_hs + ra, u);
     const float mx = K->f32_reduce_max(n, u);
-    const float mo = *m;
     const float mn = (mx > mo || mx != mx) ? mx : mo; /* a NaN logit propagates */
-    if (mn == -INFINITY) { /* nothing with weight yet */
-        zero_floats(xr + (pa - base), pb - pa + 1);
-        return;
-    }
-    const float sum = K->f32_exp_sub_sum(n, u, mn, u);
+    if (mn == -INFINITY) zero_floats(xr + (pa - base), pb - pa + 1); /* nothing with weight yet */
+    return mn;
+}
+
+static void row_exp(const attn_ctx *x, float *xr, int64_t base, int64_t pa, int64_t pb, int64_t ra, int64_t rb,
+                    float mn, float *m, float *l, float *oacc)
+{
+    const fck_table *K = x->kt;
+    if (ra > rb || mn == -INFINITY) return; /* P zeroed by row_max */
+    float *u = xr + (ra - base);
+    const float mo = *m;
+    const float sum = K->f32_exp_sub_sum((size_t)(rb - ra + 1), u, mn, u);
     if (mo == -INFINITY) {
         *l = sum;
     } else {
@@ -514,6 +527,14 @@ static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, i
     *m = mn;
     zero_floats(xr + (pa - base), ra - pa);
     zero_floats(xr + (rb + 1 - base), pb - rb);
+}
+
+static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, int64_t pb, int64_t t, int64_t h,
+                       float *m, float *l, float *oacc)
+{
+    int64_t ra, rb;
+    const float mn = row_max(x, xr, base, pa, pb, t, h, *m, &ra, &rb);
+    row_exp(x, xr, base, pa, pb, ra, rb, mn, m, l, oacc);
 }
 
 /* One key block for one row group: keys [sa, sb] of the block whose packed
@@ -554,10 +575,19 @@ static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_row
         for (int64_t j = (pa - base) / nr; j <= (pb - base) / nr; j++)
             K->f32_gemm((size_t)dk, rw->qp + r0 * dk, kp + j * dk * nr, Sp + j * nr, (size_t)bc, 0);
 
-        /* per row: logits, running max, P = exp(x - m), running sum */
-        for (int64_t r = r0; r <= r1; r++)
-            row_update(x, S + (r - r0) * bc, base, pa, pb, t0 + r / G, g * G + r % G, &m[r], &l[r],
-                       oacc + r * dvp);
+        /* per row: logits, running max; then P = exp(x - m), running sum
+         * (all the panel's maxima first, up to 16 rows at a time) */
+        for (int64_t q0 = r0; q0 <= r1; q0 += 16) {
+            const int64_t q1 = q0 + 15 < r1 ? q0 + 15 : r1;
+            float mn[16];
+            int64_t ra[16], rb[16];
+            for (int64_t r = q0; r <= q1; r++)
+                mn[r - q0] = row_max(x, S + (r - r0) * bc, base, pa, pb, t0 + r / G, g * G + r % G, m[r],
+                                     &ra[r - q0], &rb[r - q0]);
+            for (int64_t r = q0; r <= q1; r++)
+                row_exp(x, S + (r - r0) * bc, base, pa, pb, ra[r - q0], rb[r - q0], mn[r - q0], &m[r], &l[r],
+                        oacc + r * dvp);
+        }
 
         /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb] */
         if (!vp) {

@@ -225,7 +225,7 @@ Test(conv, broadcast_input_equals_contiguous_copy)
 
 /* ---- threads ------------------------------------------------------------------------ */
 
-Test(conv, one_and_two_threads_agree, .timeout = 120)
+Test(conv, one_and_two_threads_agree)
 {
     fct_ctx_pair p = fct_ctx_pair_begin();
     fc_ctx *c1 = p.c[0], *c2 = p.c[1];

@@ -178,7 +178,7 @@ Test(gemm, one_by_one)
     run_check(NULL, s, 2);
 }
 
-Test(gemm, every_m_and_n_small_k, .timeout = 120)
+Test(gemm, every_m_and_n_small_k)
 {
     static const int64_t ks[] = {1, 7, 257};
     for (size_t q = 0; q < N_ELEMS(ks); q++)
@@ -186,7 +186,7 @@ Test(gemm, every_m_and_n_small_k, .timeout = 120)
             for (int64_t n = 1; n <= 70; n++) run_check(NULL, sp(m, n, ks[q]), (uint64_t)(m * 1000 + n));
 }
 
-Test(gemm, every_m_edge_n_deep_k, .timeout = 120)
+Test(gemm, every_m_edge_n_deep_k)
 {
     static const int64_t ks[] = {255, 256, 257, 1000};
     static const int64_t ns[] = {1, 4, 11, 12, 13, 15, 16, 17, 31, 33, 63, 64, 65, 70};
@@ -195,7 +195,7 @@ Test(gemm, every_m_edge_n_deep_k, .timeout = 120)
             for (size_t j = 0; j < N_ELEMS(ns); j++) run_check(NULL, sp(m, ns[j], ks[q]), (uint64_t)(m * 7 + j));
 }
 
-Test(gemm, primes_and_blocks, .timeout = 120)
+Test(gemm, primes_and_blocks)
 {
     fc_workers *w = fc_workers_new(2);
     cr_assert_not_null(w);
@@ -254,12 +254,12 @@ static void layouts(fc_gemm_btype bt, int accumulate)
     fc_workers_free(w);
 }
 
-Test(gemm, layouts_f32, .timeout = 120) { layouts(FC_GEMM_B_F32, 0); }
-Test(gemm, layouts_f32_accumulate, .timeout = 120) { layouts(FC_GEMM_B_F32, 1); }
-Test(gemm, layouts_f16, .timeout = 120) { layouts(FC_GEMM_B_F16, 0); }
-Test(gemm, layouts_bf16_accumulate, .timeout = 120) { layouts(FC_GEMM_B_BF16, 1); }
+Test(gemm, layouts_f32) { layouts(FC_GEMM_B_F32, 0); }
+Test(gemm, layouts_f32_accumulate) { layouts(FC_GEMM_B_F32, 1); }
+Test(gemm, layouts_f16) { layouts(FC_GEMM_B_F16, 0); }
+Test(gemm, layouts_bf16_accumulate) { layouts(FC_GEMM_B_BF16, 1); }
 
-Test(gemm, half_b_edges, .timeout = 120)
+Test(gemm, half_b_edges)
 {
     for (int64_t m = 1; m <= 13; m += 3)
         for (int64_t n = 1; n <= 70; n += 9) {
@@ -295,7 +295,7 @@ static void same_bits(spec s, uint64_t seed)
     problem_free(&p);
 }
 
-Test(gemm, threads_bitwise_identical, .timeout = 120)
+Test(gemm, threads_bitwise_identical)
 {
     same_bits(sp(300, 2100, 600), 1);  /* several NC and KC blocks */
     same_bits(sp(1700, 200, 1100), 7); /* two M super-blocks, three KC blocks */
@@ -357,7 +357,7 @@ static void batched(int64_t m, int64_t n, int64_t k, int64_t batch, fc_gemm_btyp
     fc_workers_free(w);
 }
 
-Test(gemm, batched, .timeout = 120)
+Test(gemm, batched)
 {
     batched(7, 33, 65, 5, FC_GEMM_B_F32);    /* small: one product per thread */
     batched(1, 100, 64, 9, FC_GEMM_B_BF16);  /* small skinny */
@@ -388,16 +388,16 @@ static void under_cap(const char *cap, const char *want_tile)
     cr_assert(fck_dispatch_resolve(getenv("FUCINA_ISA"), err, sizeof err), "%s", err); /* restore */
 }
 
-Test(gemm, isa_scalar, .timeout = 120) { under_cap("scalar", "4x4"); }
+Test(gemm, isa_scalar) { under_cap("scalar", "4x4"); }
 
-Test(gemm, isa_avx2, .timeout = 120)
+Test(gemm, isa_avx2)
 {
     fck_isa isa;
     if (!fck_isa_parse_cap("avx2", &isa, NULL, 0) || !fck_isa_supported(isa)) cr_skip_test("no avx2 here");
     under_cap("avx2", "6x16");
 }
 
-Test(gemm, isa_avx512, .timeout = 120)
+Test(gemm, isa_avx512)
 {
     fck_isa isa;
     if (!fck_isa_parse_cap("avx512", &isa, NULL, 0) || !fck_isa_supported(isa)) cr_skip_test("no avx512 here");
