@@ -1,6 +1,7 @@
 /* Command-line values: flags, numbers, size lists, ISA names; byte counts. */
 #include <errno.h>
 #include <stdlib.h>
+#include <fnmatch.h>
 #include <string.h>
 
 #include "fcb.h"
@@ -118,4 +119,14 @@ void fcb_fmt_bytes(char *buf, size_t len, double b)
     else if (b >= 1024.0 * 1024) snprintf(buf, len, "%.3g MiB", b / (1024.0 * 1024));
     else if (b >= 1024.0) snprintf(buf, len, "%.3g KiB", b / 1024.0);
     else snprintf(buf, len, "%.0f B", b);
+}
+
+int fcb_name_matches(const char *const *filters, int n, const char *name)
+{
+    if (n == 0) return 1;
+    for (int i = 0; i < n; i++) {
+        const char *f = filters[i];
+        if (strpbrk(f, "*?[") ? fnmatch(f, name, 0) == 0 : strstr(name, f) != NULL) return 1;
+    }
+    return 0;
 }

@@ -116,6 +116,9 @@ int fcb_parse_int(const char *cmd, const char *flag, const char *s, long lo, lon
 int fcb_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 /* "4096,256k,16M" (k, M, G: powers of 1024); at most max values, each >= 1. */
 int fcb_parse_sizes(const char *cmd, const char *flag, const char *s, size_t *out, int max, int *count);
+/* Does `name` pass a --filter list: contains one of the patterns, or
+ * matches one that is a glob (has * ? or [)? An empty list keeps all. */
+int fcb_name_matches(const char *const *filters, int n, const char *name);
 /* Does an ISA of this build have this name? */
 int fcb_isa_by_name(const char *name, fck_isa *out);
 const char *fcb_isa_name(fck_isa isa);

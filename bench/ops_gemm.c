@@ -8,7 +8,6 @@
  * independent of FUCINA_BLAS; our side runs with the provider forced to
  * "own", so the comparison is of our kernels, not of the provider rule. */
 #define _GNU_SOURCE
-#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,15 +107,7 @@ static void help(FILE *f)
             "  -h, --help       this text\n");
 }
 
-static int filter_ok(const opts *o, const char *name)
-{
-    if (o->nfilters == 0) return 1;
-    for (int i = 0; i < o->nfilters; i++) {
-        const char *f = o->filters[i];
-        if (strpbrk(f, "*?[") ? fnmatch(f, name, 0) == 0 : strstr(name, f) != NULL) return 1;
-    }
-    return 0;
-}
+static int filter_ok(const opts *o, const char *name) { return fcb_name_matches(o->filters, o->nfilters, name); }
 
 static int parse_list(const char *s, int *out, int max, int *count)
 {

@@ -17,7 +17,6 @@
  * over the measured peak FMA rate of that many cores, or GB/s over the
  * measured DRAM read bandwidth of that many threads. */
 #define _GNU_SOURCE
-#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,15 +119,7 @@ static void work(int kind, double *flops, double *bytes)
     }
 }
 
-static int keep(const fcb_ops_cfg *cfg, const char *name)
-{
-    if (cfg->nfilters == 0) return 1;
-    for (int i = 0; i < cfg->nfilters; i++) {
-        const char *f = cfg->filters[i];
-        if (strpbrk(f, "*?[") ? fnmatch(f, name, 0) == 0 : strstr(name, f) != NULL) return 1;
-    }
-    return 0;
-}
+static int keep(const fcb_ops_cfg *cfg, const char *name) { return fcb_name_matches(cfg->filters, cfg->nfilters, name); }
 
 int fcb_ops_runtime(const fcb_ops_cfg *cfg, fcb_ops_result *res, size_t max, size_t *n)
 {

@@ -46,6 +46,18 @@ static int merge_group(const fc_tensor *t, const int *idx, int n, int64_t *size,
     return 1;
 }
 
+/* End the op's private scope `sc` and hand `res` (made inside it; may be
+ * NULL) to the caller's scope as a fresh header over the same storage. */
+static fc_tensor *leave_scope(fc_ctx *ctx, fc_scope sc, fc_tensor *res)
+{
+    fc_retain(res);
+    fc_scope_end(ctx, sc);
+    if (!res) return NULL;
+    fc_tensor *v = fct_view(ctx, res);
+    fc_release(res);
+    return v;
+}
+
 /* Merge t's three axis groups (idx[g][0..n[g])) into (size, stride) each. If
  * a group cannot merge, replace *t by a contiguous copy in group order (the
  * copy belongs to the caller's scope) and merge again. 0 on failure. */
@@ -164,13 +176,7 @@ fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const 
         res = fc_clone(ctx, p);
     }
 done:
-    if (res) fc_retain(res);
-    fc_scope_end(ctx, sc);
-    if (!res) return NULL;
-    /* res now has only our reference: hand it to the caller's scope. */
-    fc_tensor *v = fct_view(ctx, res);
-    fc_release(res);
-    return v;
+    return leave_scope(ctx, sc, res);
 }
 
 fc_tensor *fc_dot(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *axis)
@@ -217,14 +223,9 @@ fc_tensor *fc_matmul(fc_ctx *ctx, fc_tensor *a, fc_tensor *b)
                     fct_describe(a, d1, sizeof d1), fct_describe(b, d2, sizeof d2), b->axis[b->rank - 1]);
         } else {
             res = fc_dot(ctx, a2, b2, "__matmul_k");
-            if (res) fc_retain(res);
         }
     }
-    fc_scope_end(ctx, sc);
-    if (!res) return NULL;
-    fc_tensor *v = fct_view(ctx, res);
-    fc_release(res);
-    return v;
+    return leave_scope(ctx, sc, res);
 }
 
 fc_tensor *fc_linear(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias)

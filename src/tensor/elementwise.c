@@ -221,15 +221,8 @@ fc_tensor *fc_unary(fc_ctx *ctx, fc_unary_op op, fc_tensor *x)
     }
     fc_tensor *y = fct_alloc_like(ctx, x->dtype, x);
     if (!y) return NULL;
-    int64_t strides[2][FC_MAX_RANK];
-    int64_t es = (int64_t)fc_dtype_size(x->dtype);
-    for (int i = 0; i < x->rank; i++) {
-        strides[0][i] = y->stride[i] * es;
-        strides[1][i] = x->stride[i] * es;
-    }
-    char *base[2] = {fct_ptr(y), fct_ptr(x)};
     fct_loop L;
-    fct_loop_init(&L, x->rank, x->dim, 2, base, strides);
+    fct_loop_unary(&L, y, x);
     unary_arg a = {op, x->dtype};
     fct_loop_run(ctx, &L, unary_row, &a, FCT_PARALLEL_MIN_ELEMWISE);
     return y;

@@ -76,6 +76,10 @@ void fct_loop_init(fct_loop *L, int rank, const int64_t *dim, int nops,
  * (rows are split into contiguous chunks; rows never split). */
 void fct_loop_run(fc_ctx *ctx, const fct_loop *L, fct_row_fn fn, void *arg, int64_t parallel_min);
 
+/* The loop of an op writing y from x elementwise (same named shape, same
+ * element size in both, y contiguous). */
+void fct_loop_unary(fct_loop *L, fc_tensor *y, const fc_tensor *x);
+
 /* Byte strides of t laid over an iteration shape given by names (axes of t
  * absent from `names` are an error the caller prevented; names absent from t
  * or of size 1 in t broadcast with stride 0). */

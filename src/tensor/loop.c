@@ -50,19 +50,23 @@ typedef struct loop_job {
     int64_t segs, seg_len; /* > 1 segs: each row is split into column segments */
 } loop_job;
 
+/* Row r as an index over the outer axes (all but the innermost). */
+static void row_index(const fct_loop *L, int64_t r, int64_t *idx)
+{
+    for (int d = L->rank - 2; d >= 0; d--) {
+        idx[d] = r % L->dim[d];
+        r /= L->dim[d];
+    }
+}
+
 static void run_rows(const fct_loop *L, int64_t r0, int64_t r1, fct_row_fn fn, void *arg, int worker)
 {
     int outer = L->rank - 1;
     int64_t n = L->dim[outer];
     int64_t inner[FCT_MAX_OPS];
     for (int k = 0; k < L->nops; k++) inner[k] = L->stride[k][outer];
-    /* Decompose r0 into an index over the outer axes, then step it. */
     int64_t idx[FC_MAX_RANK] = {0};
-    int64_t rem = r0;
-    for (int d = outer - 1; d >= 0; d--) {
-        idx[d] = rem % L->dim[d];
-        rem /= L->dim[d];
-    }
+    row_index(L, r0, idx); /* then stepped row by row */
     char *p[FCT_MAX_OPS];
     for (int64_t r = r0; r < r1; r++) {
         for (int k = 0; k < L->nops; k++) {
@@ -83,11 +87,7 @@ static void run_segment(const fct_loop *L, int64_t r, int64_t c0, int64_t c1, fc
 {
     int outer = L->rank - 1;
     int64_t idx[FC_MAX_RANK] = {0};
-    int64_t rem = r;
-    for (int d = outer - 1; d >= 0; d--) {
-        idx[d] = rem % L->dim[d];
-        rem /= L->dim[d];
-    }
+    row_index(L, r, idx);
     char *p[FCT_MAX_OPS];
     int64_t inner[FCT_MAX_OPS];
     for (int k = 0; k < L->nops; k++) {
@@ -153,4 +153,16 @@ void fct_strides_for(const fc_tensor *t, int rank, const char *const *names, int
         for (int i = 0; i < t->rank; i++)
             if (t->axis[i] == names[d] && t->dim[i] != 1) out[d] = t->stride[i] * es;
     }
+}
+
+void fct_loop_unary(fct_loop *L, fc_tensor *y, const fc_tensor *x)
+{
+    int64_t strides[2][FC_MAX_RANK];
+    int64_t es = (int64_t)fc_dtype_size(x->dtype);
+    for (int i = 0; i < x->rank; i++) {
+        strides[0][i] = y->stride[i] * es;
+        strides[1][i] = x->stride[i] * es;
+    }
+    char *base[2] = {fct_ptr(y), fct_ptr(x)};
+    fct_loop_init(L, x->rank, x->dim, 2, base, strides);
 }

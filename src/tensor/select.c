@@ -228,15 +228,8 @@ fc_tensor *fc_clamp(fc_ctx *ctx, fc_tensor *x, double lo, double hi)
         return fc_fail(ctx, FC_ERR_DTYPE, "fc_clamp: bool is not a number (%s)", fct_describe(x, d, sizeof d));
     fc_tensor *y = fct_alloc_like(ctx, x->dtype, x);
     if (!y) return NULL;
-    int64_t es = (int64_t)fc_dtype_size(x->dtype);
-    int64_t strides[2][FC_MAX_RANK];
-    for (int i = 0; i < x->rank; i++) {
-        strides[0][i] = y->stride[i] * es;
-        strides[1][i] = x->stride[i] * es;
-    }
-    char *base[2] = {fct_ptr(y), fct_ptr(x)};
     fct_loop L;
-    fct_loop_init(&L, x->rank, x->dim, 2, base, strides);
+    fct_loop_unary(&L, y, x);
     /* Bounds rounded to the storage type (f16 bounds to f16 values). */
     clamp_arg c = {x->dtype, lo, hi};
     if (x->dtype == FC_F16 || x->dtype == FC_BF16) {
