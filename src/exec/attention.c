@@ -22,8 +22,12 @@
  * m'' = max(m, s), O = O_acc e^(m-m'') / (l e^(m-m'') + e^(s-m''))).
  *
  * Logits: Q is gathered times scale (or scale/softcap), so S = Q·Kᵀ is
- * already scaled; per row one max pass and one fused pass y = exp(x - m),
- * sum (the generated f32_exp_sub_sum) remain.
+ * already scaled; per row one max pass remains, then per MR-row panel one
+ * fused pass P = exp(x - m) with the row sums, written straight into the
+ * packed A panel of the P·V micro-kernel (the generated f32_exp_sub_pack;
+ * keys a row cannot see are set to -inf first, rows with nothing visible
+ * get m = +inf, so P = 0 there). Decode (split mode) uses f32_exp_sub_sum
+ * per row.
  *
  * Memory: one region, the shared part first (prepacked K/V blocks, or the
  * split partials), then one slice per worker (floats, 64-byte aligned
@@ -129,6 +133,7 @@ static int gemm_geometry(int64_t *mr, int64_t *nr)
             return 0;
         }
     }
+    if (m0 > 16) return 0; /* block_step keeps a panel's rows in arrays of 16 */
     *mr = m0;
     *nr = n0;
     return 1;
@@ -575,18 +580,38 @@ static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_row
         for (int64_t j = (pa - base) / nr; j <= (pb - base) / nr; j++)
             K->f32_gemm((size_t)dk, rw->qp + r0 * dk, kp + j * dk * nr, Sp + j * nr, (size_t)bc, 0);
 
-        /* per row: logits, running max; then P = exp(x - m), running sum
-         * (all the panel's maxima first, up to 16 rows at a time) */
-        for (int64_t q0 = r0; q0 <= r1; q0 += 16) {
-            const int64_t q1 = q0 + 15 < r1 ? q0 + 15 : r1;
-            float mn[16];
-            int64_t ra[16], rb[16];
-            for (int64_t r = q0; r <= q1; r++)
-                mn[r - q0] = row_max(x, S + (r - r0) * bc, base, pa, pb, t0 + r / G, g * G + r % G, m[r],
-                                     &ra[r - q0], &rb[r - q0]);
-            for (int64_t r = q0; r <= q1; r++)
-                row_exp(x, S + (r - r0) * bc, base, pa, pb, ra[r - q0], rb[r - q0], mn[r - q0], &m[r], &l[r],
-                        oacc + r * dvp);
+        /* per row: logits, running max (all the panel's rows first) */
+        const int64_t nrow = r1 - r0 + 1;
+        float mn[16], mp[16], sums[16];
+        int64_t ra[16], rb[16];
+        for (int64_t r = r0; r <= r1; r++) {
+            float *xr = S + (r - r0) * bc;
+            const int64_t q = r - r0;
+            mn[q] = row_max(x, xr, base, pa, pb, t0 + r / G, g * G + r % G, m[r], &ra[q], &rb[q]);
+            if (ra[q] > rb[q] || mn[q] == -INFINITY) {
+                mp[q] = INFINITY; /* P zeroed by row_max: exp(0 - inf) = 0 */
+            } else {
+                mp[q] = mn[q];
+                for (int64_t s = pa; s < ra[q]; s++) xr[s - base] = -INFINITY;
+                for (int64_t s = rb[q] + 1; s <= pb; s++) xr[s - base] = -INFINITY;
+            }
+        }
+
+        /* P = exp(x - m') straight into the packed A panel, and its row sums */
+        const int64_t kc = pb - pa + 1;
+        K->f32_exp_sub_pack((size_t)mr, (size_t)nrow, (size_t)kc, Sp + (pa - base), (size_t)bc, mp, sums, pp);
+        for (int64_t q = 0; q < nrow; q++) {
+            if (mp[q] == INFINITY) continue;
+            const int64_t r = r0 + q;
+            const float mo = m[r];
+            if (mo == -INFINITY) {
+                l[r] = sums[q];
+            } else {
+                const float alpha = expf(mo - mn[q]);
+                l[r] = l[r] * alpha + sums[q];
+                if (alpha != 1.0f) K->f32_scale((size_t)p->dv, oacc + r * dvp, alpha, oacc + r * dvp);
+            }
+            m[r] = mn[q];
         }
 
         /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb] */
@@ -594,8 +619,6 @@ static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_row
             pack_v(x, sc, g, sa, nbp, sc->vp);
             vp = sc->vp;
         }
-        const int64_t kc = pb - pa + 1;
-        K->f32_gemm_pack_a((size_t)(r1 - r0 + 1), (size_t)kc, Sp + (pa - base), (size_t)bc, pp);
         for (int64_t j = 0; j < dvp / nr; j++)
             K->f32_gemm((size_t)kc, pp, vp + j * nbp * nr + (pa - base) * nr, oacc + r0 * dvp + j * nr,
                         (size_t)dvp, 1);
