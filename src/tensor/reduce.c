@@ -46,17 +46,19 @@ typedef struct red_job {
     int correction;
 } red_job;
 
-/* f32 row helpers over the kernels. */
-static double sum_f32(const float *x, int64_t n)
+/* f32 row helpers over the kernels: a reduction kernel run on blocks of
+ * FCT_SUM_BLOCK elements, the block results added in double, in order. */
+static double blocked(float (*f)(size_t, const float *), const float *x, int64_t n)
 {
-    const fck_table *k = fck_kernels();
     double s = 0;
     for (int64_t i = 0; i < n; i += FCT_SUM_BLOCK) {
         int64_t m = n - i < FCT_SUM_BLOCK ? n - i : FCT_SUM_BLOCK;
-        s += (double)k->f32_sum((size_t)m, x + i);
+        s += (double)f((size_t)m, x + i);
     }
     return s;
 }
+static double sum_f32(const float *x, int64_t n) { return blocked(fck_kernels()->f32_sum, x, n); }
+static double sumsq_f32(const float *x, int64_t n) { return blocked(fck_kernels()->f32_sumsq, x, n); }
 
 static double sumsq_dev_f32(const float *x, int64_t n, float mean)
 {
@@ -71,16 +73,6 @@ static double sumsq_dev_f32(const float *x, int64_t n, float mean)
     return s;
 }
 
-static double sumsq_f32(const float *x, int64_t n)
-{
-    const fck_table *k = fck_kernels();
-    double s = 0;
-    for (int64_t i = 0; i < n; i += FCT_SUM_BLOCK) {
-        int64_t m = n - i < FCT_SUM_BLOCK ? n - i : FCT_SUM_BLOCK;
-        s += (double)k->f32_sumsq((size_t)m, x + i);
-    }
-    return s;
-}
 
 static int64_t argext_f64(const double *x, int64_t n, int want_max)
 {
