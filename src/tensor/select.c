@@ -20,32 +20,23 @@ static const char *compare_name(fc_compare_op op)
 
 typedef struct cmp_arg { fc_compare_op op; fc_dtype dt; int has_scalar; double s; } cmp_arg;
 
-static int cmp1(fc_compare_op op, double x, double y)
-{
-    switch (op) {
-    case FC_EQ: return x == y;
-    case FC_NE: return x != y;
-    case FC_LT: return x < y;
-    case FC_LE: return x <= y;
-    case FC_GT: return x > y;
-    case FC_GE: return x >= y;
+/* One comparison per element type: i64 compares directly, because values
+ * beyond 2^53 would collide as doubles. */
+#define DEFINE_CMP(NAME, T)                      \
+    static int NAME(fc_compare_op op, T x, T y)  \
+    {                                            \
+        switch (op) {                            \
+        case FC_EQ: return x == y;               \
+        case FC_NE: return x != y;               \
+        case FC_LT: return x < y;                \
+        case FC_LE: return x <= y;               \
+        case FC_GT: return x > y;                \
+        case FC_GE: return x >= y;               \
+        }                                        \
+        return 0;                                \
     }
-    return 0;
-}
-
-/* i64 compares directly: values beyond 2^53 would collide as doubles. */
-static int cmp_i64(fc_compare_op op, int64_t x, int64_t y)
-{
-    switch (op) {
-    case FC_EQ: return x == y;
-    case FC_NE: return x != y;
-    case FC_LT: return x < y;
-    case FC_LE: return x <= y;
-    case FC_GT: return x > y;
-    case FC_GE: return x >= y;
-    }
-    return 0;
-}
+DEFINE_CMP(cmp1, double)
+DEFINE_CMP(cmp_i64, int64_t)
 
 static void cmp_row(void *arg, int64_t n, char *const *p, const int64_t *st, int worker)
 {
