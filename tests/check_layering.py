@@ -2,14 +2,14 @@
 """Fail if a source file includes a header of a higher layer.
 
 Layers, lowest first (docs/ARCHITECTURE.md): core, kernels, dispatch, exec,
-tensor, autograd, train, io, llm, serve, cli. A file in src/<layer>/ may
+tensor, io, autograd, train, llm, serve, cli. A file in src/<layer>/ may
 include headers of its own layer and of layers below it only.
 """
 import os
 import re
 import sys
 
-LAYERS = ["core", "kernels", "dispatch", "exec", "tensor", "autograd", "train", "io", "llm", "serve", "cli"]
+LAYERS = ["core", "kernels", "dispatch", "exec", "tensor", "io", "autograd", "train", "llm", "serve", "cli"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
 
 

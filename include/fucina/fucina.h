@@ -15,5 +15,6 @@
 #include "fucina/loss.h"
 #include "fucina/conv.h"
 #include "fucina/nn.h"
+#include "fucina/autograd.h"
 
 #endif

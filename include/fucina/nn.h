@@ -142,6 +142,12 @@ typedef struct fc_attention_options {
 FC_API fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v,
                                const fc_attention_options *opt);
 
+/* Dropout with probability p in [0, 1): element i (row-major over x's
+ * axes) is zeroed when the counter-based uniform u(seed, i) < p, else scaled
+ * by 1/(1-p). Deterministic in (seed, shape); the mask is never stored (the
+ * gradient regenerates it). Pass a new seed per step. */
+FC_API fc_tensor *fc_dropout(fc_ctx *ctx, fc_tensor *x, double p, uint64_t seed);
+
 #ifdef __cplusplus
 }
 #endif

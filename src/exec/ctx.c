@@ -274,6 +274,7 @@ fc_storage *fc_storage_new(fc_ctx *ctx, size_t nbytes)
     note_peak_locked(ctx);
     pthread_mutex_unlock(&ctx->lock);
     atomic_init(&s->refs, 1);
+    atomic_init(&s->version, 0u);
     s->nbytes = nbytes;
     s->ctx = ctx;
     s->user_release = NULL;
@@ -290,6 +291,7 @@ fc_storage *fc_storage_borrow(fc_ctx *ctx, void *data, size_t nbytes,
     pthread_mutex_unlock(&ctx->lock);
     if (!s) return fc_fail(ctx, FC_ERR_OOM, "out of memory (a storage header)");
     atomic_init(&s->refs, 1);
+    atomic_init(&s->version, 0u);
     s->data = data;
     s->nbytes = nbytes;
     s->cap = 0;

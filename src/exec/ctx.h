@@ -29,6 +29,9 @@ typedef struct fc_storage {
     fc_ctx *ctx;
     void (*user_release)(void *user, void *data);
     void *user;
+    /* Bumped by every in-place write through any view of this storage:
+     * autograd compares it with the value it saw when it saved a tensor. */
+    atomic_uint version;
     struct fc_storage *next_free;
 } fc_storage;
 
@@ -46,7 +49,6 @@ struct fc_tensor {
      * grad_release runs when the handle dies. */
     void *grad;
     void (*grad_release)(struct fc_tensor *t);
-    uint32_t version;            /* bumped by in-place writes (autograd checks saved inputs) */
     struct fc_tensor *next_free;
 };
 
@@ -64,6 +66,11 @@ fc_storage *fc_storage_borrow(fc_ctx *ctx, void *data, size_t nbytes,
                               void (*release)(void *user, void *data), void *user);
 void fc_storage_retain(fc_storage *s);
 void fc_storage_release(fc_storage *s);
+/* Record an in-place write to s (see fc_storage.version). */
+static inline void fc_storage_touch(fc_storage *s)
+{
+    atomic_fetch_add_explicit(&s->version, 1u, memory_order_relaxed);
+}
 
 /* A tensor header (refs = 1, no storage, grad NULL) adopted by the current
  * scope. The caller fills it in. NULL + error on OOM. */

@@ -7,6 +7,7 @@
 #include "fucina/ops.h"
 #include "dispatch/dispatch.h"
 #include "tensor/broadcast.h"
+#include "tensor/grad_record.h"
 
 #define CHUNK 256
 
@@ -205,6 +206,13 @@ static fc_tensor *binary_impl(fc_ctx *ctx, const char *name, binary_arg *B, fc_t
     fct_loop L;
     fct_loop_init(&L, bc.rank, bc.dim, 3, base, strides);
     fct_loop_run(ctx, &L, binary_row, B, FCT_PARALLEL_MIN_ELEMWISE);
+    fcg_node *n = fcg_record(ctx, y, B->scalar_side == 0 ? FCG_BINARY : B->scalar_side == 1 ? FCG_SCALAR_BINARY
+                                                                                            : FCG_BINARY_SCALAR,
+                             name, ops, b ? 2 : 1);
+    if (n) {
+        n->p.i[0] = B->op;
+        n->p.d[0] = B->scalar;
+    }
     return y;
 }
 
@@ -300,6 +308,8 @@ static fc_tensor *gated(fc_ctx *ctx, const char *name, int geglu, fc_tensor *a, 
     fct_loop_init(&L, bc.rank, bc.dim, 3, base, strides);
     gated_arg g = {geglu, a->dtype};
     fct_loop_run(ctx, &L, gated_row, &g, FCT_PARALLEL_MIN_ELEMWISE);
+    fcg_node *n = fcg_record(ctx, y, FCG_GATED, name, ops, 2);
+    if (n) n->p.i[0] = geglu;
     return y;
 }
 
@@ -353,6 +363,6 @@ fc_status fc_axpy_(fc_ctx *ctx, fc_tensor *y, float alpha, fc_tensor *x)
     fct_loop L;
     fct_loop_init(&L, y->rank, y->dim, 2, base, strides);
     fct_loop_run(ctx, &L, axpy_row, &alpha, FCT_PARALLEL_MIN_ELEMWISE);
-    y->version++;
+    fc_storage_touch(y->storage);
     return FC_OK;
 }

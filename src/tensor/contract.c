@@ -13,6 +13,7 @@
 
 #include "fucina/ops.h"
 #include "exec/gemm.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 
 enum { GRP_BATCH, GRP_M, GRP_K, GRP_N };
@@ -47,13 +48,20 @@ static int merge_group(const fc_tensor *t, const int *idx, int n, int64_t *size,
 }
 
 /* End the op's private scope `sc` and hand `res` (made inside it; may be
- * NULL) to the caller's scope as a fresh header over the same storage. */
+ * NULL) to the caller's scope as a fresh header over the same storage. The
+ * header takes over res's backward record, if any. */
 static fc_tensor *leave_scope(fc_ctx *ctx, fc_scope sc, fc_tensor *res)
 {
     fc_retain(res);
     fc_scope_end(ctx, sc);
     if (!res) return NULL;
     fc_tensor *v = fct_view(ctx, res);
+    if (v) {
+        v->grad = res->grad;
+        v->grad_release = res->grad_release;
+        res->grad = NULL;
+        res->grad_release = NULL;
+    }
     fc_release(res);
     return v;
 }
@@ -81,7 +89,7 @@ static int grouped(fc_ctx *ctx, fc_tensor **t, int idx[3][FC_MAX_RANK], const in
     return 0;
 }
 
-fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const *out, int n)
+static fc_tensor *einsum_impl(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const *out, int n)
 {
     static const char *op = "fc_einsum";
     if (!ctx || !a || !b) return NULL;
@@ -177,6 +185,26 @@ fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const 
     }
 done:
     return leave_scope(ctx, sc, res);
+}
+
+/* The contraction runs with recording off (its inner views and sums are
+ * private); the result gets one record whose VJP is two more contractions. */
+fc_tensor *fc_einsum(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const *out, int n)
+{
+    if (!ctx || !a || !b) return NULL;
+    fcg_disable();
+    fc_tensor *y = einsum_impl(ctx, a, b, out, n);
+    fcg_enable();
+    fc_tensor *in[2] = {a, b};
+    fcg_node *nd = fcg_record(ctx, y, FCG_EINSUM, "fc_einsum", in, 2);
+    if (nd) {
+        fcg_set_axes(nd, (const char *const *)y->axis, y->rank);
+        double k = 1; /* contracted size: a's axes that are in b but not in y */
+        for (int i = 0; i < a->rank; i++)
+            if (axis_of(b, a->axis[i]) >= 0 && axis_of(y, a->axis[i]) < 0) k *= (double)a->dim[i];
+        nd->work = 2.0 * (double)fct_numel(y) * k;
+    }
+    return y;
 }
 
 fc_tensor *fc_dot(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *axis)

@@ -11,6 +11,7 @@
 
 #include "fucina/ops.h"
 #include "dispatch/dispatch.h"
+#include "tensor/grad_record.h"
 #include "tensor/broadcast.h"
 
 #define CHUNK 256
@@ -225,6 +226,13 @@ fc_tensor *fc_unary(fc_ctx *ctx, fc_unary_op op, fc_tensor *x)
     fct_loop_unary(&L, y, x);
     unary_arg a = {op, x->dtype};
     fct_loop_run(ctx, &L, unary_row, &a, FCT_PARALLEL_MIN_ELEMWISE);
+    fcg_node *n = fcg_record(ctx, y, FCG_UNARY, "fc_unary", &x, 1);
+    if (n) {
+        n->p.i[0] = op;
+        /* Ops whose derivative is cheapest from the output keep it. */
+        if (op == FC_EXP || op == FC_SQRT || op == FC_RSQRT || op == FC_RECIP || op == FC_TANH || op == FC_SIGMOID)
+            fcg_save_output(ctx, n, 0, y);
+    }
     return y;
 }
 

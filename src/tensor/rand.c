@@ -4,6 +4,8 @@
  * finalizer (passes BigCrush as a counter-mode generator). */
 #include <math.h>
 
+#include "fucina/nn.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 
 static uint64_t mix64(uint64_t z)
@@ -57,4 +59,43 @@ fc_tensor *fc_rand_normal(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank
 {
     rand_arg r = {seed, mean, std, dt, 1};
     return make(ctx, "fc_rand_normal", dt, dims, rank, &r);
+}
+
+/* Dropout: element i (row-major over x's axes) is kept when
+ * unit(seed, i) >= p and then scaled by 1/(1-p) (in the compute type). The
+ * mask is never stored: the VJP regenerates it from (seed, i). */
+fc_tensor *fc_dropout(fc_ctx *ctx, fc_tensor *x, double p, uint64_t seed)
+{
+    if (!ctx || !x) return NULL;
+    char d[FCT_DESC_MAX];
+    if (!fc_dtype_is_float(x->dtype))
+        return fc_fail(ctx, FC_ERR_DTYPE, "fc_dropout: float input only, not %s", fct_describe(x, d, sizeof d));
+    if (!(p >= 0.0 && p < 1.0))
+        return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_dropout: p = %g is outside [0, 1)", p);
+    fcg_disable();
+    fc_tensor *c = fc_contiguous(ctx, x);
+    fcg_enable();
+    if (!c) return NULL;
+    fc_tensor *y = fct_alloc_like(ctx, x->dtype, x);
+    if (!y) return NULL;
+    int64_t n = fct_numel(x);
+    size_t es = fc_dtype_size(x->dtype);
+    const char *src = fct_ptr(c);
+    char *dst = fct_ptr(y);
+    double scale = 1.0 / (1.0 - p);
+    for (int64_t i = 0; i < n; i++) {
+        double v = 0.0;
+        if (unit(seed, (uint64_t)i) >= p) {
+            v = fct_load(x->dtype, src + (size_t)i * es);
+            v = x->dtype == FC_F64 ? v * scale : (double)((float)v * (float)scale);
+        }
+        fct_store(x->dtype, dst + (size_t)i * es, v);
+    }
+    fc_discard(ctx, c);
+    fcg_node *nd = fcg_record(ctx, y, FCG_DROPOUT, "fc_dropout", &x, 1);
+    if (nd) {
+        nd->p.d[0] = p;
+        nd->p.i[0] = (int64_t)seed;
+    }
+    return y;
 }

@@ -15,6 +15,7 @@
 
 #include "fucina/ops.h"
 #include "dispatch/dispatch.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 
 #define FCT_SUM_BLOCK 4096
@@ -214,7 +215,7 @@ static void col_chunk(void *arg, int64_t chunk, int worker)
     if (j->mean) k->f32_scale((size_t)m, y, 1.0f / (float)j->rows, y);
 }
 
-static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *const *axes, int n, int correction)
+static fc_tensor *reduce_impl(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *const *axes, int n, int correction)
 {
     const char *op = red_name(kind);
     if (!ctx || !x) return NULL;
@@ -302,6 +303,39 @@ static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *c
     return y;
 }
 
+/* The reduction, and its backward record for the float kinds: the reduced
+ * axes are the ones of x the result lacks. */
+static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *const *axes, int n, int correction)
+{
+    fc_tensor *y = reduce_impl(ctx, kind, x, axes, n, correction);
+    if (!y || !fcg_requires(x)) return y;
+    fcg_reduce_kind rk = FCG_RED_SUM;
+    switch (kind) {
+    case RED_SUM: rk = FCG_RED_SUM; break;
+    case RED_MEAN: rk = FCG_RED_MEAN; break;
+    case RED_MAX: rk = FCG_RED_MAX; break;
+    case RED_MIN: rk = FCG_RED_MIN; break;
+    case RED_VAR: rk = FCG_RED_VAR; break;
+    case RED_NORM: rk = FCG_RED_NORM; break;
+    case RED_LSE: rk = FCG_RED_LSE; break;
+    case RED_ARGMAX: case RED_ARGMIN: return y; /* indices: no gradient */
+    }
+    fcg_node *nd = fcg_record(ctx, y, FCG_REDUCE, red_name(kind), &x, 1);
+    if (!nd) return y;
+    nd->p.i[0] = rk;
+    nd->p.i[1] = correction;
+    const char *red[FC_MAX_RANK];
+    int nr = 0;
+    for (int i = 0; i < x->rank; i++) {
+        int kept = 0;
+        for (int j = 0; j < y->rank; j++) kept |= y->axis[j] == x->axis[i];
+        if (!kept) red[nr++] = x->axis[i];
+    }
+    fcg_set_axes(nd, red, nr);
+    if (rk == FCG_RED_MAX || rk == FCG_RED_MIN || rk == FCG_RED_NORM || rk == FCG_RED_LSE) fcg_save_output(ctx, nd, 0, y);
+    return y;
+}
+
 fc_tensor *fc_sum(fc_ctx *ctx, fc_tensor *x, const char *const *axes, int n) { return reduce(ctx, RED_SUM, x, axes, n, 0); }
 fc_tensor *fc_mean(fc_ctx *ctx, fc_tensor *x, const char *const *axes, int n) { return reduce(ctx, RED_MEAN, x, axes, n, 0); }
 fc_tensor *fc_max(fc_ctx *ctx, fc_tensor *x, const char *const *axes, int n) { return reduce(ctx, RED_MAX, x, axes, n, 0); }
@@ -379,5 +413,7 @@ fc_tensor *fc_cumsum(fc_ctx *ctx, fc_tensor *x, const char *axis)
     fct_loop_init(&L, x->rank, dims, 2, base, strides);
     cum_arg c = {x->dtype, ot, x->dim[a], x->stride[a] * ies, y->stride[a] * oes};
     fct_loop_run(ctx, &L, cum_row, &c, FCT_PARALLEL_MIN_ELEMWISE / (x->dim[a] > 0 ? x->dim[a] : 1));
+    fcg_node *nd = fcg_record(ctx, y, FCG_CUMSUM, "fc_cumsum", &x, 1);
+    fcg_set_axes(nd, &x->axis[a], 1);
     return y;
 }

@@ -4,6 +4,7 @@
 
 #include "fucina/ops.h"
 #include "tensor/broadcast.h"
+#include "tensor/grad_record.h"
 
 static const char *compare_name(fc_compare_op op)
 {
@@ -151,6 +152,13 @@ static fc_tensor *where_impl(fc_ctx *ctx, const char *name, fc_tensor *cond, fc_
     fct_loop L;
     fct_loop_init(&L, bc.rank, bc.dim, 4, base, strides);
     fct_loop_run(ctx, &L, where_row, &w, FCT_PARALLEL_MIN_ELEMWISE);
+    if (a) {
+        fc_tensor *in[3] = {cond, a, b};
+        fcg_record(ctx, y, FCG_WHERE, name, in, 3);
+    } else {
+        fc_tensor *in[2] = {b, cond};
+        fcg_record(ctx, y, FCG_MASKED_FILL, name, in, 2);
+    }
     return y;
 }
 
@@ -229,6 +237,11 @@ fc_tensor *fc_clamp(fc_ctx *ctx, fc_tensor *x, double lo, double hi)
         fct_store(x->dtype, t, hi); c.hi = fct_load(x->dtype, t);
     }
     fct_loop_run(ctx, &L, clamp_row, &c, FCT_PARALLEL_MIN_ELEMWISE);
+    fcg_node *n = fcg_record(ctx, y, FCG_CLAMP, "fc_clamp", &x, 1);
+    if (n) {
+        n->p.d[0] = c.lo;
+        n->p.d[1] = c.hi;
+    }
     return y;
 }
 
@@ -242,5 +255,6 @@ fc_tensor *fc_cast(fc_ctx *ctx, fc_tensor *x, fc_dtype to)
         fc_discard(ctx, y);
         return NULL;
     }
+    fcg_record(ctx, y, FCG_CAST, "fc_cast", &x, 1);
     return y;
 }

@@ -433,6 +433,6 @@ fc_status fc_set_slice(fc_ctx *ctx, fc_tensor *dst, const char *axis, int64_t st
     fct_strides_for(src, dst->rank, dst->axis, src_st);
     fcs_copy(ctx, dst->rank, dim, fct_ptr(dst) + start * dst_st[a], dst_st, fct_ptr(src), src_st, es, 0);
     if (tmp) fc_discard(ctx, tmp);
-    dst->version++;
+    fc_storage_touch(dst->storage);
     return FC_OK;
 }

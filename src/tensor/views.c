@@ -1,7 +1,24 @@
 /* Views (share storage) and axis-name operations, plus copies. */
 #include <string.h>
 
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
+
+/* Attach a view record (kind) from t to v; returns v. */
+static fc_tensor *rec_view(fc_ctx *ctx, fc_tensor *v, fc_tensor *t, fcg_view_kind kind, const char *name,
+                           int64_t a, int64_t b, int64_t c, const char *axis)
+{
+    fcg_node *n = fcg_record(ctx, v, FCG_VIEW, name, &t, 1);
+    if (n) {
+        n->p.i[0] = kind;
+        n->p.i[1] = a;
+        n->p.i[2] = b;
+        n->p.i[3] = c;
+        if (axis) fcg_set_axes(n, &axis, 1);
+        n->work = 0;
+    }
+    return v;
+}
 
 #define FCT_NULLCHK(ctx, t) do { if (!(ctx) || !(t)) return NULL; } while (0)
 
@@ -20,7 +37,7 @@ fc_tensor *fc_narrow(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t start,
     if (!v) return NULL;
     v->offset += start * t->stride[a];
     v->dim[a] = len;
-    return v;
+    return rec_view(ctx, v, t, FCG_V_NARROW, "fc_narrow", start, len, 0, t->axis[a]);
 }
 
 fc_tensor *fc_select(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t index)
@@ -43,7 +60,7 @@ fc_tensor *fc_select(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t index)
         v->axis[i] = t->axis[i + 1];
     }
     v->rank = t->rank - 1;
-    return v;
+    return rec_view(ctx, v, t, FCG_V_SELECT, "fc_select", index, 0, 0, t->axis[a]);
 }
 
 fc_tensor *fc_permute(fc_ctx *ctx, fc_tensor *t, const char *const *order, int n)
@@ -69,7 +86,7 @@ fc_tensor *fc_permute(fc_ctx *ctx, fc_tensor *t, const char *const *order, int n
         v->stride[i] = t->stride[src[i]];
         v->axis[i] = t->axis[src[i]];
     }
-    return v;
+    return rec_view(ctx, v, t, FCG_V_PERMUTE, "fc_permute", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_transpose(fc_ctx *ctx, fc_tensor *t, const char *a, const char *b)
@@ -81,7 +98,7 @@ fc_tensor *fc_transpose(fc_ctx *ctx, fc_tensor *t, const char *a, const char *b)
     if (!v) return NULL;
     v->dim[ia] = t->dim[ib]; v->stride[ia] = t->stride[ib]; v->axis[ia] = t->axis[ib];
     v->dim[ib] = t->dim[ia]; v->stride[ib] = t->stride[ia]; v->axis[ib] = t->axis[ia];
-    return v;
+    return rec_view(ctx, v, t, FCG_V_PERMUTE, "fc_transpose", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_broadcast_to(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank)
@@ -112,7 +129,7 @@ fc_tensor *fc_broadcast_to(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int ra
         for (int i = 0; i < t->rank; i++)
             if (t->axis[i] == names[j] && t->dim[i] != 1) v->stride[j] = t->stride[i];
     }
-    return v;
+    return rec_view(ctx, v, t, FCG_V_BROADCAST, "fc_broadcast_to", 0, 0, 0, NULL);
 }
 
 static void set_contiguous_strides(fc_tensor *v)
@@ -149,7 +166,7 @@ fc_tensor *fc_reshape(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank)
         v->axis[i] = names[i];
     }
     set_contiguous_strides(v);
-    return v;
+    return rec_view(ctx, v, t, FCG_V_RESHAPE, "fc_reshape", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_as_strided(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank, const int64_t *strides, int64_t offset)
@@ -158,6 +175,12 @@ fc_tensor *fc_as_strided(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
     if (!fct_shape(ctx, "fc_as_strided", dims, rank, sizes, names)) return NULL;
+    if (fcg_enabled() && fcg_requires(t)) {
+        char d[FCT_DESC_MAX];
+        return fc_fail(ctx, FC_ERR_STATE,
+                       "fc_as_strided: not differentiable, and %s requires a gradient (use narrow/select/permute, "
+                       "or fc_detach it)", fct_describe(t, d, sizeof d));
+    }
     /* The lowest and highest element offsets reachable must stay inside the storage. */
     int64_t es = (int64_t)fc_dtype_size(t->dtype);
     int64_t lo = t->offset + offset, hi = t->offset + offset;
@@ -193,14 +216,19 @@ fc_tensor *fc_clone(fc_ctx *ctx, fc_tensor *t)
         fc_discard(ctx, c);
         return NULL;
     }
+    fcg_node *n = fcg_record(ctx, c, FCG_COPY, "fc_clone", &t, 1);
+    if (n) n->work = 0;
     return c;
 }
 
 fc_tensor *fc_contiguous(fc_ctx *ctx, fc_tensor *t)
 {
     FCT_NULLCHK(ctx, t);
-    if (fct_is_contiguous(t)) return fct_view(ctx, t);
-    return fc_clone(ctx, t);
+    if (!fct_is_contiguous(t)) return fc_clone(ctx, t);
+    fc_tensor *v = fct_view(ctx, t);
+    fcg_node *n = fcg_record(ctx, v, FCG_COPY, "fc_contiguous", &t, 1);
+    if (n) n->work = 0;
+    return v;
 }
 
 /* --- names --- */
@@ -218,8 +246,9 @@ fc_tensor *fc_rename(fc_ctx *ctx, fc_tensor *t, const char *from, const char *to
         }
     }
     fc_tensor *v = fct_view(ctx, t);
-    if (v) v->axis[a] = n;
-    return v;
+    if (!v) return NULL;
+    v->axis[a] = n;
+    return rec_view(ctx, v, t, FCG_V_RENAME, "fc_rename", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_rename_all(fc_ctx *ctx, fc_tensor *t, const char *const *names, int n)
@@ -236,9 +265,9 @@ fc_tensor *fc_rename_all(fc_ctx *ctx, fc_tensor *t, const char *const *names, in
             if (in[j] == in[i]) return fc_fail(ctx, FC_ERR_AXIS, "fc_rename_all: name \"%s\" given twice", names[i]);
     }
     fc_tensor *v = fct_view(ctx, t);
-    if (v)
-        for (int i = 0; i < n; i++) v->axis[i] = in[i];
-    return v;
+    if (!v) return NULL;
+    for (int i = 0; i < n; i++) v->axis[i] = in[i];
+    return rec_view(ctx, v, t, FCG_V_RENAME, "fc_rename_all", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_split_axis(fc_ctx *ctx, fc_tensor *t, const char *axis, const fc_dim *parts, int n)
@@ -281,7 +310,7 @@ fc_tensor *fc_split_axis(fc_ctx *ctx, fc_tensor *t, const char *axis, const fc_d
         r += n;
     }
     v->rank = r;
-    return v;
+    return rec_view(ctx, v, t, FCG_V_RESHAPE, "fc_split_axis", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_merge_axes(fc_ctx *ctx, fc_tensor *t, const char *const *axes, int n, const char *into)
@@ -329,7 +358,7 @@ fc_tensor *fc_merge_axes(fc_ctx *ctx, fc_tensor *t, const char *const *axes, int
         r++;
     }
     v->rank = r;
-    return v;
+    return rec_view(ctx, v, t, FCG_V_RESHAPE, "fc_merge_axes", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_unsqueeze(fc_ctx *ctx, fc_tensor *t, const char *name, int pos)
@@ -355,7 +384,7 @@ fc_tensor *fc_unsqueeze(fc_ctx *ctx, fc_tensor *t, const char *name, int pos)
     v->stride[pos] = pos < t->rank ? t->stride[pos] * t->dim[pos] : 1;
     v->axis[pos] = nm;
     v->rank = t->rank + 1;
-    return v;
+    return rec_view(ctx, v, t, FCG_V_RESHAPE, "fc_unsqueeze", 0, 0, 0, NULL);
 }
 
 fc_tensor *fc_squeeze(fc_ctx *ctx, fc_tensor *t, const char *name)
@@ -414,7 +443,7 @@ fc_status fc_copy_into(fc_ctx *ctx, fc_tensor *dst, const fc_tensor *src)
     fct_loop_init(&L, dst->rank, dst->dim, 2, base, strides);
     copy_arg a = {src->dtype, dst->dtype};
     fct_loop_run(ctx, &L, copy_row, &a, FCT_PARALLEL_MIN_ELEMWISE);
-    dst->version++;
+    fc_storage_touch(dst->storage);
     return FC_OK;
 }
 
@@ -441,7 +470,7 @@ fc_status fc_fill(fc_ctx *ctx, fc_tensor *dst, double value)
     fct_loop L;
     fct_loop_init(&L, dst->rank, dst->dim, 1, base, strides);
     fct_loop_run(ctx, &L, fill_row, &f, FCT_PARALLEL_MIN_ELEMWISE);
-    dst->version++;
+    fc_storage_touch(dst->storage);
     return FC_OK;
 }
 
