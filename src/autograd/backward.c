@@ -271,19 +271,25 @@ static fc_status run_pass(fc_ctx *ctx, fc_tensor *out, fc_tensor *seed)
     size_t max_in = 0;
     for (size_t i = 0; i < all.n; i++)
         if ((size_t)all.v[i]->n_in > max_in) max_in = (size_t)all.v[i]->n_in;
+    job *jobs = NULL;
+    fc_tensor **gins = NULL;
+    size_t jobs_cap = 0;
     while (ok && ready.n) {
         node_list t = batch;
         batch = ready;
         ready = t;
         ready.n = 0;
-        job *jobs = calloc(batch.n, sizeof *jobs);
-        fc_tensor **gins = calloc(batch.n * (max_in ? max_in : 1), sizeof *gins);
-        if (!jobs || !gins) {
+        if (batch.n > jobs_cap) { /* grown, never shrunk: one allocation per pass in a chain */
             free(jobs);
             free(gins);
-            fc_fail(ctx, FC_ERR_OOM, "fc_backward: out of memory");
-            ok = 0;
-            break;
+            jobs_cap = batch.n * 2;
+            jobs = malloc(jobs_cap * sizeof *jobs);
+            gins = calloc(jobs_cap * (max_in ? max_in : 1), sizeof *gins);
+            if (!jobs || !gins) {
+                fc_fail(ctx, FC_ERR_OOM, "fc_backward: out of memory");
+                ok = 0;
+                break;
+            }
         }
         int heavy = 0;
         for (size_t b = 0; b < batch.n; b++) {
@@ -326,9 +332,9 @@ static fc_status run_pass(fc_ctx *ctx, fc_tensor *out, fc_tensor *seed)
             nd->ran = 1;
             fcg_node_drop_saved(nd);
         }
-        free(jobs);
-        free(gins);
     }
+    free(jobs);
+    free(gins);
     /* On failure, drop partial gradients of records that did not run. */
     for (size_t i = 0; i < all.n; i++) {
         fcg_node *nd = all.v[i];

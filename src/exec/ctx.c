@@ -448,7 +448,10 @@ void fc_scope_end(fc_ctx *ctx, fc_scope s)
     /* Take this thread's scopes from `at` up (the one ending and any opened
      * inside it); other threads' scopes stay, in order. The taken lists are
      * released after the lock is dropped (fc_release takes it). */
-    fc_scope_list *taken = malloc((size_t)(ctx->n_scopes - at) * sizeof *taken);
+    /* Usually one scope ends: no allocation for up to 8. */
+    fc_scope_list few[8];
+    size_t ntake = (size_t)(ctx->n_scopes - at);
+    fc_scope_list *taken = ntake <= 8 ? few : malloc(ntake * sizeof *taken);
     if (!taken) {
         pthread_mutex_unlock(&ctx->lock);
         fc_fail(ctx, FC_ERR_OOM, "fc_scope_end: out of memory");
@@ -466,7 +469,7 @@ void fc_scope_end(fc_ctx *ctx, fc_scope s)
         for (size_t i = taken[k].n; i-- > 0;) fc_release(taken[k].items[i]);
         free(taken[k].items);
     }
-    free(taken);
+    if (taken != few) free(taken);
 }
 
 fc_tensor *fc_keep(fc_ctx *ctx, fc_tensor *t)
