@@ -61,7 +61,8 @@ int fca_vjp_unary(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     fc_tensor *X = fca_as_grad(ctx, x, x);
     fc_tensor *Y = n->saved[0] ? fca_as_grad(ctx, n->saved[0], x) : NULL;
     if (op == FC_RELU) { /* a select, not a product: keeps NaN/inf gradients where x <= 0 out */
-        gin[0] = fc_masked_fill(ctx, g, fc_compare_scalar(ctx, FC_LE, X, 0.0), 0.0);
+        gin[0] = X->dtype == FC_F32 ? fct_relu_grad(ctx, X, g)
+                                    : fc_masked_fill(ctx, g, fc_compare_scalar(ctx, FC_LE, X, 0.0), 0.0);
         return gin[0] != NULL;
     }
     gin[0] = fc_mul(ctx, g, d_unary(ctx, op, X, Y));

@@ -255,3 +255,39 @@ UNARY_WRAPPER(gelu, FC_GELU)
 UNARY_WRAPPER(gelu_erf, FC_GELU_ERF)
 UNARY_WRAPPER(relu, FC_RELU)
 UNARY_WRAPPER(softplus, FC_SOFTPLUS)
+
+/* --- relu's gradient: g where x > 0 (PyTorch's threshold_backward) --- */
+static void relu_grad_row(void *arg, int64_t n, char *const *p, const int64_t *st, int worker)
+{
+    (void)arg;
+    (void)worker;
+    if (st[0] == 4 && st[1] == 4 && st[2] == 4) {
+        fck_kernels()->f32_relu_bwd((size_t)n, (const float *)p[1], (const float *)p[2], (float *)p[0]);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float x, g, y;
+        memcpy(&x, p[1] + i * st[1], 4);
+        memcpy(&g, p[2] + i * st[2], 4);
+        y = x <= 0 ? 0.0f : g;
+        memcpy(p[0] + i * st[0], &y, 4);
+    }
+}
+
+fc_tensor *fct_relu_grad(fc_ctx *ctx, fc_tensor *x, fc_tensor *g)
+{
+    if (!ctx || !x || !g || x->dtype != FC_F32 || g->dtype != FC_F32) return NULL;
+    fc_tensor *y = fct_alloc_like(ctx, FC_F32, x);
+    if (!y) return NULL;
+    int64_t strides[3][FC_MAX_RANK];
+    for (int i = 0; i < y->rank; i++) {
+        strides[0][i] = y->stride[i] * 4;
+        strides[1][i] = x->stride[i] * 4;
+    }
+    fct_strides_for(g, y->rank, y->axis, strides[2]);
+    char *base[3] = {fct_ptr(y), fct_ptr(x), fct_ptr(g)};
+    fct_loop L;
+    fct_loop_init(&L, y->rank, y->dim, 3, base, strides);
+    fct_loop_run(ctx, &L, relu_grad_row, NULL, FCT_PARALLEL_MIN_ELEMWISE);
+    return y;
+}

@@ -85,6 +85,10 @@ void fct_loop_unary(fct_loop *L, fc_tensor *y, const fc_tensor *x);
  * or of size 1 in t broadcast with stride 0). */
 void fct_strides_for(const fc_tensor *t, int rank, const char *const *names, int64_t *out);
 
+/* relu's gradient for f32 x and output gradient g (g has x's named shape):
+ * g where x > 0, else 0 (NaN x passes g). NULL when either is not f32. */
+fc_tensor *fct_relu_grad(fc_ctx *ctx, fc_tensor *x, fc_tensor *g);
+
 /* Elements per op below which ops stay on one thread. Measured with a
  * 1-vs-2-thread sweep of fc_exp over 4K..1M f32 elements (2026-11-29, this
  * VM): 2 threads lost below 32K (0.4-0.8x: the wake-up and the split cost
