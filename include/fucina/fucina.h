@@ -16,5 +16,6 @@
 #include "fucina/conv.h"
 #include "fucina/nn.h"
 #include "fucina/autograd.h"
+#include "fucina/optim.h"
 
 #endif

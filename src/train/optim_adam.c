@@ -1,0 +1,41 @@
+/* Adam and AdamW (_single_tensor_adam / _single_tensor_adamw, PyTorch 1.13,
+ * amsgrad off), one element at a time: every tensor op there is
+ * elementwise. The kernels' own arithmetic is kept:
+ *   add_(x, alpha)        self + alpha * x
+ *   addcmul_(a, b, value) self + value * a * b    ((value * a) * b)
+ *   addcdiv_(a, b, value) self + value * a / b    ((value * a) / b)
+ * with scalars rounded to f32, and the bias corrections computed in double
+ * as Python does (1 - beta ** step, lr / bc1, math.sqrt(bc2)). */
+#include <math.h>
+
+#include "train/optim_internal.h"
+
+void fco_adam_update(float *p, const float *g, float *m, float *v, int64_t n, int64_t step, double beta1,
+                     double beta2, double eps, double lr, double wd, int decoupled)
+{
+    const float b1 = (float)beta1, b2 = (float)beta2;
+    const float omb1 = (float)(1.0 - beta1), omb2 = (float)(1.0 - beta2);
+    const double bc1 = 1.0 - pow(beta1, (double)step);
+    const double bc2 = 1.0 - pow(beta2, (double)step);
+    const float neg_step_size = (float)-(lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float epsf = (float)eps;
+    const float wdf = (float)wd;
+    /* AdamW: param.mul_(1 - lr * weight_decay), done even when it is 1. */
+    const float decay = (float)(1.0 - lr * wd);
+    const int l2 = !decoupled && wd != 0;
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        if (decoupled) p[i] = p[i] * decay;
+        else if (l2) gi = gi + wdf * p[i]; /* grad = grad.add(param, alpha=weight_decay) */
+        float mi = m[i] * b1;
+        mi = mi + omb1 * gi;
+        float vi = v[i] * b2;
+        vi = vi + (omb2 * gi) * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / bc2_sqrt;
+        denom = denom + epsf;
+        p[i] = p[i] + (neg_step_size * mi) / denom;
+    }
+}
