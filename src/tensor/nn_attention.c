@@ -12,6 +12,7 @@
 
 #include "exec/attention.h"
 #include "fucina/nn.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 
 #define OP "fc_attention"
@@ -57,11 +58,11 @@ static int opt_axis(fc_ctx *ctx, const fc_tensor *t, const char *given, const ch
     return 1;
 }
 
-fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, const fc_attention_options *opt)
+/* The forward; on success *rec holds the options as the kernel ran them
+ * (resolved scale, interned axis names, no tensors) for the backward record. */
+static fc_tensor *attention_impl(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, const fc_attention_options *opt,
+                                 fc_attention_options *rec)
 {
-    if (!ctx || !q || !k || !v) return NULL;
-    static const fc_attention_options defaults = {0};
-    if (!opt) opt = &defaults;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
 
     if (q->dtype != FC_F32)
@@ -291,6 +292,11 @@ fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, c
     fc_discard(ctx, vc);
     if (mc) fc_discard(ctx, mc);
     if (sk) fc_storage_release(sk);
+    *rec = (fc_attention_options){
+        .scale = (double)a.scale, .softcap = (double)a.softcap, .causal = a.causal, .q_pos0 = a.q_pos0,
+        .window = a.window, .seq_axis = seq_n, .head_axis = head_n, .dim_axis = dn, .kv_seq_axis = k->axis[ks],
+        .kv_head_axis = kvh_name,
+    };
     return o;
 
 fail:
@@ -302,4 +308,31 @@ fail:
     if (ot) fc_discard(ctx, ot);
     if (sk) fc_storage_release(sk);
     return NULL;
+}
+
+_Static_assert(sizeof(fc_attention_options) <= sizeof(((fcg_params *)0)->raw), "fc_attention_options fits a record");
+
+/* The forward runs with recording off: its layout copies of q, k, v and the
+ * mask are private. The result gets one record over the user's q, k, v,
+ * mask and sinks, with the options as the kernel ran them (p.raw; a NULL
+ * head axis means q, or k and v, have none). */
+fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, const fc_attention_options *opt)
+{
+    if (!ctx || !q || !k || !v) return NULL;
+    static const fc_attention_options defaults = {0};
+    if (!opt) opt = &defaults;
+    fc_attention_options rec;
+    fcg_disable();
+    fc_tensor *o = attention_impl(ctx, q, k, v, opt, &rec);
+    fcg_enable();
+    fc_tensor *in[5] = {q, k, v, opt->mask, opt->sinks};
+    fcg_node *n = fcg_record(ctx, o, FCG_ATTENTION, OP, in, 5);
+    if (n) {
+        memcpy(n->p.raw, &rec, sizeof rec);
+        /* S = Q·Kᵀ, dP = dO·Vᵀ, dV, dQ, dK: five contractions over every (query, key) pair */
+        double per_pair = (double)(3 * fc_tensor_size(k, rec.dim_axis) + 2 * fc_tensor_size(v, rec.dim_axis));
+        n->work = 2.0 * per_pair * (double)fct_numel(o) / (double)fc_tensor_size(o, rec.dim_axis) *
+                  (double)fc_tensor_size(k, rec.kv_seq_axis);
+    }
+    return o;
 }

@@ -13,6 +13,8 @@
 
 #include "dispatch/dispatch.h"
 #include "fucina/nn.h"
+#include "fucina/ops.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 #include "tensor/nn_rows.h"
 
@@ -105,6 +107,33 @@ static int same_named_shape(const fc_tensor *r, const fc_tensor *x)
     return 1;
 }
 
+/* The backward records. y's operands are the user's x (residual), weight
+ * (bias); the VJP recomputes the row statistics from them, so nothing is
+ * saved: p.axes[0] = the normalized axis, p.d[0] = the f32 eps the rows
+ * used. The fused step's sum s = x + residual is an addition to autograd
+ * (an FC_ADD record over x and residual). */
+static void record(fc_ctx *ctx, const char *op, norm_kind kind, fc_tensor *x, fc_tensor *res, fc_tensor *weight,
+                   fc_tensor *bias, const char *axis, double eps, fc_tensor *y, fc_tensor *s)
+{
+    fc_tensor *in[3] = {x, NULL, NULL};
+    int n = 0;
+    fcg_op id = FCG_RMSNORM;
+    switch (kind) {
+    case NORM_RMS: in[1] = weight; n = 2; id = FCG_RMSNORM; break;
+    case NORM_RMS_RESIDUAL: in[1] = res; in[2] = weight; n = 3; id = FCG_RMSNORM_RESIDUAL; break;
+    case NORM_LAYER: in[1] = weight; in[2] = bias; n = 3; id = FCG_LAYERNORM; break;
+    }
+    fcg_node *nd = fcg_record(ctx, y, id, op, in, n);
+    if (nd) {
+        fcg_set_axes(nd, &axis, 1);
+        nd->p.d[0] = (double)(float)eps;
+        nd->work = 8.0 * (double)fct_numel(y);
+    }
+    fc_tensor *sum_in[2] = {x, res};
+    fcg_node *ns = s ? fcg_record(ctx, s, FCG_BINARY, op, sum_in, 2) : NULL;
+    if (ns) ns->p.i[0] = FC_ADD;
+}
+
 static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tensor *x, fc_tensor *res,
                             fc_tensor *weight, fc_tensor *bias, const char *axis, double eps, fc_tensor **sum_out)
 {
@@ -166,6 +195,7 @@ static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tens
         j.b = pw;
     }
     fct_rows_run(ctx, &j.R, norm_row, &j);
+    record(ctx, op, kind, x, res, weight, bias, x->axis[a], eps, y, sum_out ? s : NULL);
     if (sum_out) *sum_out = s;
     else if (s) fc_discard(ctx, s);
     return y;

@@ -12,9 +12,31 @@
 
 #include "exec/rope.h"
 #include "fucina/nn.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 
 #define OP "fc_rope"
+
+_Static_assert(sizeof(fc_rope_options) <= sizeof(((fcg_params *)0)->raw), "fc_rope_options fits a record");
+
+/* The backward record: operands x, positions and freq_factors (the user's
+ * tensors; only x is differentiable), and the options with the axis names
+ * replaced by x's interned ones (the caller's strings need not outlive the
+ * call) and freq_factors by NULL (the VJP takes operand 2). The VJP is this
+ * op with `backward` flipped: the transposed rotation, same tables. */
+static void record(fc_ctx *ctx, fc_tensor *y, fc_tensor *x, fc_tensor *positions, const fc_rope_options *opt, int ta,
+                   int ha, int da)
+{
+    fc_tensor *in[3] = {x, positions, opt->freq_factors};
+    fcg_node *n = fcg_record(ctx, y, FCG_ROPE, OP, in, 3);
+    if (!n) return;
+    fc_rope_options o = *opt;
+    o.token_axis = x->axis[ta];
+    o.head_axis = ha >= 0 ? x->axis[ha] : NULL;
+    o.dim_axis = x->axis[da];
+    o.freq_factors = NULL;
+    memcpy(n->p.raw, &o, sizeof o);
+}
 
 fc_tensor *fc_rope(fc_ctx *ctx, fc_tensor *x, fc_tensor *positions, const fc_rope_options *opt)
 {
@@ -180,6 +202,7 @@ fc_tensor *fc_rope(fc_ctx *ctx, fc_tensor *x, fc_tensor *positions, const fc_rop
         fc_discard(ctx, tmp);
     }
     fc_storage_release(st);
+    record(ctx, y, x, positions, opt, ta, ha, da);
     return y;
 
 fail:

@@ -13,6 +13,7 @@
 
 #include "dispatch/dispatch.h"
 #include "fucina/nn.h"
+#include "tensor/grad_record.h"
 #include "tensor/internal.h"
 #include "tensor/nn_rows.h"
 
@@ -131,8 +132,9 @@ static int check_float(fc_ctx *ctx, const char *op, const char *what, const fc_t
     return 0;
 }
 
+/* *axis_out: the (interned) softmax axis, *scale_out: the f32 scale used. */
 static fc_tensor *softmax_impl(fc_ctx *ctx, const char *op, fc_tensor *x, const char *axis,
-                               const fc_softmax_options *opt, int log)
+                               const fc_softmax_options *opt, int log, const char **axis_out, float *scale_out)
 {
     if (!ctx || !x) return NULL;
     static const fc_softmax_options defaults = {0};
@@ -199,15 +201,39 @@ static fc_tensor *softmax_impl(fc_ctx *ctx, const char *op, fc_tensor *x, const 
         return NULL;
     }
     fct_rows_run(ctx, &j.R, sm_row, &j);
+    *axis_out = an;
+    *scale_out = j.scale;
     return y;
+}
+
+/* The backward record: operands x, mask, sinks (the user's tensors; the
+ * VJP reads mask and sinks from there), the axis, the scale and the output
+ * (the VJP needs only y: causal masking and the mask are already in it). */
+static void record(fc_ctx *ctx, fcg_op op, const char *name, fc_tensor *y, fc_tensor *x, const fc_softmax_options *opt,
+                   const char *axis, float scale)
+{
+    fc_tensor *in[3] = {x, opt ? opt->mask : NULL, opt ? opt->sinks : NULL};
+    fcg_node *n = fcg_record(ctx, y, op, name, in, op == FCG_SOFTMAX ? 3 : 1);
+    if (!n) return;
+    fcg_set_axes(n, &axis, 1);
+    n->p.d[0] = (double)scale;
+    fcg_save_output(ctx, n, 0, y);
 }
 
 fc_tensor *fc_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis, const fc_softmax_options *opt)
 {
-    return softmax_impl(ctx, "fc_softmax", x, axis, opt, 0);
+    const char *an = NULL;
+    float scale = 1.0f;
+    fc_tensor *y = softmax_impl(ctx, "fc_softmax", x, axis, opt, 0, &an, &scale);
+    record(ctx, FCG_SOFTMAX, "fc_softmax", y, x, opt, an, scale);
+    return y;
 }
 
 fc_tensor *fc_log_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis)
 {
-    return softmax_impl(ctx, "fc_log_softmax", x, axis, NULL, 1);
+    const char *an = NULL;
+    float scale = 1.0f;
+    fc_tensor *y = softmax_impl(ctx, "fc_log_softmax", x, axis, NULL, 1, &an, &scale);
+    record(ctx, FCG_LOG_SOFTMAX, "fc_log_softmax", y, x, NULL, an, scale);
+    return y;
 }
