@@ -16,6 +16,8 @@
 #include "fucina/conv.h"
 #include "fucina/nn.h"
 #include "fucina/autograd.h"
+#include "fucina/checkpoint.h"
 #include "fucina/optim.h"
+#include "fucina/safetensors.h"
 
 #endif
