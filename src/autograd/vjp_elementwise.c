@@ -108,45 +108,36 @@ int fca_vjp_binary(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     return 1;
 }
 
-int fca_vjp_binary_scalar(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
-{
-    fc_tensor *x = n->in[0];
-    double s = n->p.d[0];
-    fc_tensor *X = fca_as(ctx, x, g->dtype), *r = NULL;
-    switch ((fc_binary_op)n->p.i[0]) {
-    case FC_ADD: case FC_SUB: r = g; break;
-    case FC_MUL: r = fc_mul_scalar(ctx, g, s); break;
-    case FC_DIV: r = fc_binary_scalar(ctx, FC_DIV, g, s); break;
-    case FC_MAX: case FC_MIN: {
-        fc_tensor *S = fca_const(ctx, g->dtype, s);
-        r = fc_mul(ctx, g, win_weight(ctx, (fc_binary_op)n->p.i[0], X, S, g->dtype));
-        break;
-    }
-    }
-    gin[0] = fca_reduce_to(ctx, r, x);
-    return gin[0] != NULL;
-}
-
-int fca_vjp_scalar_binary(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
+/* x op s (scalar_left = 0) or s op x (scalar_left = 1). */
+static int scalar_form(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin, int scalar_left)
 {
     fc_tensor *x = n->in[0];
     double s = n->p.d[0];
     fc_tensor *X = fca_as(ctx, x, g->dtype), *r = NULL;
     switch ((fc_binary_op)n->p.i[0]) {
     case FC_ADD: r = g; break;
-    case FC_SUB: r = fc_neg(ctx, g); break;
+    case FC_SUB: r = scalar_left ? fc_neg(ctx, g) : g; break;
     case FC_MUL: r = fc_mul_scalar(ctx, g, s); break;
-    case FC_DIV: /* d(s/x) = -s/x^2 */
-        r = fc_mul(ctx, g, fc_mul_scalar(ctx, fc_recip(ctx, fc_sqr(ctx, X)), -s));
+    case FC_DIV: /* d(x/s) = 1/s; d(s/x) = -s/x^2 */
+        r = scalar_left ? fc_mul(ctx, g, fc_mul_scalar(ctx, fc_recip(ctx, fc_sqr(ctx, X)), -s))
+                        : fc_binary_scalar(ctx, FC_DIV, g, s);
         break;
-    case FC_MAX: case FC_MIN: {
-        fc_tensor *S = fca_const(ctx, g->dtype, s);
-        r = fc_mul(ctx, g, win_weight(ctx, (fc_binary_op)n->p.i[0], X, S, g->dtype));
+    case FC_MAX: case FC_MIN: /* symmetric in its operands */
+        r = fc_mul(ctx, g, win_weight(ctx, (fc_binary_op)n->p.i[0], X, fca_const(ctx, g->dtype, s), g->dtype));
         break;
-    }
     }
     gin[0] = fca_reduce_to(ctx, r, x);
     return gin[0] != NULL;
+}
+
+int fca_vjp_binary_scalar(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
+{
+    return scalar_form(ctx, n, g, gin, 0);
+}
+
+int fca_vjp_scalar_binary(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
+{
+    return scalar_form(ctx, n, g, gin, 1);
 }
 
 int fca_vjp_gated(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)

@@ -100,17 +100,23 @@ fcg_node *fcg_record(fc_ctx *ctx, fc_tensor *out, fcg_op op, const char *name, f
     int any = 0;
     for (int i = 0; i < n; i++) any |= fcg_requires(in[i]);
     if (!any) return NULL;
-    size_t bytes = sizeof(fcg_node) + (size_t)n * (sizeof(fc_tensor *) + sizeof(unsigned) + 1);
-    fcg_node *nd = calloc(1, bytes);
+    size_t extra = n > FCG_INLINE_IN ? (size_t)n * (sizeof(fc_tensor *) + sizeof(unsigned) + 1) : 0;
+    fcg_node *nd = calloc(1, sizeof(fcg_node) + extra);
     if (!nd) return fc_fail(ctx, FC_ERR_OOM, "%s: out of memory (backward record)", name);
     atomic_init(&nd->refs, 1);
     atomic_init(&nd->pending, 0);
     nd->op = op;
     nd->name = name;
     nd->n_in = n;
-    nd->in = (fc_tensor **)(nd + 1);
-    nd->in_version = (unsigned *)(nd->in + n);
-    nd->needs = (unsigned char *)(nd->in_version + n);
+    if (n > FCG_INLINE_IN) {
+        nd->in = (fc_tensor **)(nd + 1);
+        nd->in_version = (unsigned *)(nd->in + n);
+        nd->needs = (unsigned char *)(nd->in_version + n);
+    } else {
+        nd->in = nd->in_inline;
+        nd->in_version = nd->in_version_inline;
+        nd->needs = nd->needs_inline;
+    }
     for (int i = 0; i < n; i++) {
         nd->in[i] = fc_retain(in[i]);
         if (in[i]) nd->in_version[i] = atomic_load_explicit(&in[i]->storage->version, memory_order_relaxed);

@@ -89,10 +89,20 @@ typedef struct fcg_params {
     _Alignas(8) unsigned char raw[256];
 } fcg_params;
 
+#define FCG_INLINE_IN 4
+
+/* Field order is deliberate: what discovery and the engine touch for every
+ * record comes first (a few cache lines, operands inline for up to
+ * FCG_INLINE_IN of them); the VJP's parameters, read once, come last. */
 typedef struct fcg_node {
     atomic_long refs;
     fcg_op op;
-    const char *name;           /* the public op, for messages */
+    int ran;                    /* a pass consumed this record */
+    uint64_t pass;              /* the pass that last reached it */
+    atomic_long pending;        /* consumers still to contribute, in that pass */
+    fc_tensor *gacc;            /* output gradient accumulated so far */
+    void *engine;               /* the free list's link */
+    double work;                /* rough flop count, to decide what runs concurrently */
     /* What the VJP must produce gradients for. */
     int n_in;
     fc_tensor **in;             /* retained operands (NULL slots allowed) */
@@ -102,19 +112,16 @@ typedef struct fcg_node {
      * handle, which would be a cycle: fcg_save_output makes a view). */
     fc_tensor *saved[FCG_MAX_SAVED];
     unsigned saved_version[FCG_MAX_SAVED];
-    fcg_params p;
+    fc_tensor *in_inline[FCG_INLINE_IN];
+    unsigned in_version_inline[FCG_INLINE_IN];
+    unsigned char needs_inline[FCG_INLINE_IN];
+    const char *name;           /* the public op, for messages */
     /* The output's shape (the node does not hold the output). */
     fc_dtype out_dtype;
     int out_rank;
     int64_t out_dim[FC_MAX_RANK];
     const char *out_axis[FC_MAX_RANK];
-    double work;                /* rough flop count, to decide what runs concurrently */
-    /* Backward-pass state (owned by the engine while a pass runs). */
-    uint64_t pass;
-    atomic_long pending;
-    int ran;                    /* a pass consumed this record */
-    fc_tensor *gacc;            /* output gradient accumulated so far */
-    void *engine;               /* scratch for the engine */
+    fcg_params p;
 } fcg_node;
 
 /* Per-tensor autograd state (t->grad). */
