@@ -9,6 +9,7 @@
 
 #include "fucina/conv.h"
 #include "exec/gemm.h"
+#include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
 
 typedef struct conv_geom {
@@ -180,6 +181,22 @@ static void fill_geom_names(conv_geom *g, const char *c, const char *t, const ch
     g->kname = or_default(k, "k");
 }
 
+_Static_assert(sizeof(fc_conv_transpose1d_options) <= sizeof(((fcg_params *)0)->raw) &&
+                   sizeof(fc_conv1d_options) <= sizeof(((fcg_params *)0)->raw),
+               "conv options must fit a backward record's raw parameters");
+
+/* Record y = op(x, w, bias) with the resolved options `opt` (copied into
+ * p.raw) and `flops` of work. bias may be NULL (an empty operand slot). */
+static void record_conv(fc_ctx *ctx, fc_tensor *y, fcg_op id, const char *op, fc_tensor *x, fc_tensor *w,
+                        fc_tensor *bias, const void *opt, size_t size, double flops)
+{
+    fc_tensor *in[3] = {x, w, bias};
+    fcg_node *nd = fcg_record(ctx, y, id, op, in, 3);
+    if (!nd) return;
+    memcpy(nd->p.raw, opt, size);
+    nd->work = flops;
+}
+
 fc_tensor *fc_conv1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias, const fc_conv1d_options *opt)
 {
     if (!ctx || !x || !w) return NULL;
@@ -255,7 +272,12 @@ fc_tensor *fc_conv1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias, c
         if (bias) add_bias(yp + b * g.cout * Lout, bias, g.cout, Lout);
     }
     fc_storage_release(sc);
-    return to_x_order(ctx, x, y, &g);
+    y = to_x_order(ctx, x, y, &g);
+    /* The record keeps the options with every default filled in and the
+     * names interned (the caller's strings need not outlive the graph). */
+    fc_conv1d_options ro = {g.cname, g.tname, g.oname, g.kname, g.stride, {g.pad_l, g.pad_r}, g.dil, g.groups};
+    record_conv(ctx, y, FCG_CONV1D, op, x, w, bias, &ro, sizeof ro, (double)(g.nb * g.cout * Lout * KK) * 2.0);
+    return y;
 }
 
 fc_tensor *fc_conv_transpose1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias,
@@ -330,5 +352,10 @@ fc_tensor *fc_conv_transpose1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tenso
         if (bias) add_bias(yp + b * g.cout * Lout, bias, g.cout, Lout);
     }
     fc_storage_release(sc);
-    return to_x_order(ctx, x, y, &g);
+    y = to_x_order(ctx, x, y, &g);
+    fc_conv_transpose1d_options ro = {g.cname, g.tname, g.oname, g.kname, g.stride, {g.pad_l, g.pad_r}, g.out_pad,
+                                      g.dil, g.groups};
+    record_conv(ctx, y, FCG_CONV_TRANSPOSE1D, op, x, w, bias, &ro, sizeof ro,
+                (double)(g.nb * M * L * cin_g * G) * 2.0);
+    return y;
 }

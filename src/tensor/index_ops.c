@@ -4,6 +4,7 @@
 
 #include "fucina/half.h"
 #include "fucina/shape_ops.h"
+#include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
 
 /* ---- copies of whole slices picked along one axis ------------------------ */
@@ -107,6 +108,10 @@ fc_tensor *fc_get_rows(fc_ctx *ctx, fc_tensor *table, fc_tensor *ids)
                  src_st, table->stride[0] * (int64_t)es, is->data, n, 0, es, 0};
     select_slices(ctx, &j);
     fc_storage_release(is);
+    /* ids is an operand (kept alive, and checked for in-place changes)
+     * that never needs a gradient. */
+    fc_tensor *in[2] = {table, ids};
+    fcg_record(ctx, out, FCG_GET_ROWS, "fc_get_rows", in, 2);
     return out;
 }
 
@@ -147,6 +152,9 @@ fc_tensor *fc_index_select(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tenso
                  t->stride[a] * (int64_t)es, is->data, n, 0, es, 0};
     select_slices(ctx, &j);
     fc_storage_release(is);
+    fc_tensor *in[2] = {t, idx};
+    fcg_node *nd = fcg_record(ctx, out, FCG_INDEX_SELECT, "fc_index_select", in, 2);
+    if (nd) fcg_set_axes(nd, &t->axis[a], 1);
     return out;
 }
 
@@ -265,6 +273,9 @@ fc_tensor *fc_gather(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tensor *idx
         fc_workers_run(fc_ctx_workers(ctx), (n + g.per_chunk - 1) / g.per_chunk, gather_chunk, &g);
     }
     fc_storage_release(is);
+    fc_tensor *in[2] = {t, idx};
+    fcg_node *nd = fcg_record(ctx, out, FCG_GATHER, "fc_gather", in, 2);
+    if (nd) fcg_set_axes(nd, &t->axis[a], 1);
     return out;
 }
 
@@ -431,5 +442,8 @@ fc_tensor *fc_scatter_add(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tensor
         fc_workers_run(fc_ctx_workers(ctx), (s.rows + s.per_chunk - 1) / s.per_chunk, scatter_chunk, &s);
     }
     fc_storage_release(is);
+    fc_tensor *in[3] = {t, idx, src};
+    fcg_node *nd = fcg_record(ctx, out, FCG_SCATTER_ADD, "fc_scatter_add", in, 3);
+    if (nd) fcg_set_axes(nd, &t->axis[a], 1);
     return out;
 }

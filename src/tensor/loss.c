@@ -7,6 +7,7 @@
 
 #include "fucina/loss.h"
 #include "dispatch/dispatch.h"
+#include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
 
 static int loss_float_dtype(fc_dtype dt) { return dt == FC_F32 || dt == FC_F16 || dt == FC_BF16; }
@@ -210,7 +211,21 @@ fc_tensor *fc_cross_entropy(fc_ctx *ctx, fc_tensor *logits, fc_tensor *targets, 
         out = fct_alloc(ctx, FC_F32, 0, NULL, NULL);
         if (out) *(float *)(void *)fct_ptr(out) = (float)v;
     }
+    /* The gradient needs the options and, for MEAN, the divisor: the rows
+     * that are not ignored. */
+    int64_t kept = 0;
+    for (int64_t r = 0; r < rows; r++) kept += tv[r] != ignore;
     fc_storage_release(ts);
+    fc_tensor *in[2] = {logits, targets};
+    fcg_node *nd = fcg_record(ctx, out, FCG_CROSS_ENTROPY, op, in, 2);
+    if (nd) {
+        nd->p.i[0] = opt->reduction;
+        nd->p.i[1] = ignore;
+        nd->p.i[2] = kept;
+        nd->p.d[0] = opt->label_smoothing;
+        fcg_set_axes(nd, &logits->axis[c], 1);
+        nd->work = (double)rows * (double)C * 8.0;
+    }
     return out;
 }
 
@@ -282,6 +297,20 @@ static void mse_block(void *arg, int64_t blk, int worker)
         }
     }
     m->part[blk] = s;
+}
+
+/* p.i[1] = the broadcast element count, MEAN's divisor. */
+static fc_tensor *record_mse(fc_ctx *ctx, fc_tensor *out, fc_tensor *a, fc_tensor *b, fc_reduction reduction,
+                             int64_t count)
+{
+    fc_tensor *in[2] = {a, b};
+    fcg_node *nd = fcg_record(ctx, out, FCG_MSE, "fc_mse", in, 2);
+    if (nd) {
+        nd->p.i[0] = reduction;
+        nd->p.i[1] = count;
+        nd->work = (double)count * 4.0;
+    }
+    return out;
 }
 
 fc_tensor *fc_mse(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, fc_reduction reduction)
@@ -356,7 +385,7 @@ fc_tensor *fc_mse(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, fc_reduction reductio
         fct_loop_init(&L, rank, m.dim, 3, base, strides);
         mse_row_arg ra = {a->dtype};
         fct_loop_run(ctx, &L, mse_row, &ra, FCT_PARALLEL_MIN_ELEMWISE);
-        return out;
+        return record_mse(ctx, out, a, b, reduction, m.n);
     }
     int64_t nblk = (m.n + MSE_BLOCK - 1) / MSE_BLOCK;
     fc_storage *ps = fc_storage_new(ctx, (size_t)nblk * sizeof(double));
@@ -373,5 +402,5 @@ fc_tensor *fc_mse(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, fc_reduction reductio
     if (reduction == FC_REDUCE_MEAN) s /= (double)m.n;
     fc_tensor *out = fct_alloc(ctx, FC_F32, 0, NULL, NULL);
     if (out) *(float *)(void *)fct_ptr(out) = (float)s;
-    return out;
+    return record_mse(ctx, out, a, b, reduction, m.n);
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "fucina/shape_ops.h"
+#include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
@@ -205,6 +206,12 @@ fc_tensor *fc_concat(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *
         copy_block(ctx, out, off * out->stride[a], dim, tensors[i]);
         off += dim[a];
     }
+    /* p.i[0] = 0: each operand's gradient is its stretch of the axis. */
+    fcg_node *nd = fcg_record(ctx, out, FCG_CONCAT, "fc_concat", tensors, n);
+    if (nd) {
+        nd->p.i[0] = 0;
+        fcg_set_axes(nd, &first->axis[a], 1);
+    }
     return out;
 }
 
@@ -255,6 +262,13 @@ fc_tensor *fc_stack(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *n
         fcs_copy(ctx, first->rank, first->dim, fct_ptr(out) + (int64_t)i * out->stride[pos] * (int64_t)es, dst_st,
                  fct_ptr(tensors[i]), src_st, es, 0);
     }
+    /* Shares concat's record: p.i[0] = 1 means operand i's gradient is
+     * index i of the new axis. */
+    fcg_node *nd = fcg_record(ctx, out, FCG_CONCAT, "fc_stack", tensors, n);
+    if (nd) {
+        nd->p.i[0] = 1;
+        fcg_set_axes(nd, &nm, 1);
+    }
     return out;
 }
 
@@ -298,6 +312,16 @@ fc_status fc_split(fc_ctx *ctx, fc_tensor *t, const char *axis, const int64_t *s
         }
         v->offset += start * t->stride[a];
         v->dim[a] = sizes[i];
+        /* Each part is a narrow view of t: the view record's gradient puts
+         * it back into its stretch of zeros. */
+        fcg_node *nd = fcg_record(ctx, v, FCG_VIEW, "fc_split", &t, 1);
+        if (nd) {
+            nd->p.i[0] = FCG_V_NARROW;
+            nd->p.i[1] = start;
+            nd->p.i[2] = sizes[i];
+            fcg_set_axes(nd, &t->axis[a], 1);
+            nd->work = 0;
+        }
         out[i] = v;
         start += sizes[i];
     }
@@ -336,6 +360,11 @@ fc_tensor *fc_pad(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t before, i
     }
     dim[a] = t->dim[a];
     copy_block(ctx, out, before * out->stride[a], dim, t);
+    fcg_node *nd = fcg_record(ctx, out, FCG_PAD, "fc_pad", &t, 1);
+    if (nd) {
+        nd->p.i[0] = before;
+        fcg_set_axes(nd, &t->axis[a], 1);
+    }
     return out;
 }
 
@@ -356,6 +385,11 @@ fc_tensor *fc_repeat(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t times)
     if (!out) return NULL;
     dim[a] = t->dim[a];
     for (int64_t i = 0; i < times; i++) copy_block(ctx, out, i * t->dim[a] * out->stride[a], dim, t);
+    fcg_node *nd = fcg_record(ctx, out, FCG_REPEAT, "fc_repeat", &t, 1);
+    if (nd) {
+        nd->p.i[0] = times;
+        fcg_set_axes(nd, &t->axis[a], 1);
+    }
     return out;
 }
 
@@ -373,6 +407,8 @@ fc_tensor *fc_flip(fc_ctx *ctx, fc_tensor *t, const char *axis)
     const char *src = fct_ptr(t) + (t->dim[a] - 1) * src_st[a];
     src_st[a] = -src_st[a];
     fcs_copy(ctx, t->rank, t->dim, fct_ptr(out), dst_st, src, src_st, es, 0);
+    fcg_node *nd = fcg_record(ctx, out, FCG_FLIP, "fc_flip", &t, 1);
+    if (nd) fcg_set_axes(nd, &t->axis[a], 1);
     return out;
 }
 

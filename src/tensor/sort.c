@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "fucina/shape_ops.h"
+#include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
 
 typedef struct kv { uint64_t key; int64_t idx; } kv;
@@ -182,9 +183,12 @@ fc_status fc_topk(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t k, int la
     int64_t dim[FC_MAX_RANK];
     memcpy(dim, t->dim, sizeof dim);
     dim[a] = k;
+    /* The values' gradient goes back to the positions the indices name, so
+     * a recording call computes the indices even when they are not wanted. */
+    int want_ix = indices || (values && fcg_enabled() && fcg_requires(t));
     fc_tensor *v = NULL, *ix = NULL;
     if (values && !(v = fct_alloc(ctx, t->dtype, t->rank, dim, t->axis))) return fc_ctx_status(ctx);
-    if (indices && !(ix = fct_alloc(ctx, FC_I64, t->rank, dim, t->axis))) {
+    if (want_ix && !(ix = fct_alloc(ctx, FC_I64, t->rank, dim, t->axis))) {
         if (v) fc_discard(ctx, v);
         return fc_ctx_status(ctx);
     }
@@ -193,8 +197,17 @@ fc_status fc_topk(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t k, int la
         if (ix) fc_discard(ctx, ix);
         return fc_ctx_status(ctx);
     }
+    fcg_node *nd = fcg_record(ctx, v, FCG_TOPK, "fc_topk", &t, 1);
+    if (nd) {
+        fcg_set_axes(nd, &t->axis[a], 1);
+        fcg_save(nd, 0, ix);
+    }
     if (values) *values = v;
-    if (indices) *indices = ix;
+    if (indices) {
+        *indices = ix;
+    } else if (ix) {
+        fc_discard(ctx, ix); /* the record holds its own reference */
+    }
     return FC_OK;
 }
 
