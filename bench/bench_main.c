@@ -1,7 +1,8 @@
 /* fucina-bench: the benchmark harness (bench/README.md).
  *   fucina-bench roofline   this machine's limits, measured now
  *   fucina-bench kernels    every generated arm against them
- *   fucina-bench ops        runtime ops (f32 GEMM) against OpenBLAS */
+ *   fucina-bench ops        runtime ops (f32 GEMM) against OpenBLAS
+ *   fucina-bench train      training steps against PyTorch */
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +15,7 @@ static void usage(FILE *f)
             "       fucina-bench kernels [--filter PATTERN] [--isa ISA] [--sizes N,N,...] [--repeats R]\n"
             "                            [--quick] [--json FILE] [...]\n"
             "       fucina-bench ops [--filter PATTERN] [--threads N,N] [--quick] [--json FILE] [...]\n"
+            "       fucina-bench train [--threads N,N] [--rounds N] [--passes N] [--filter NAME] [--no-peer]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
@@ -22,6 +24,8 @@ static void usage(FILE *f)
             "             fraction of the roofline and as a speedup over the scalar arm\n"
             "  ops        runtime ops: f32 GEMM against OpenBLAS (alternating runs), small-op cost, softmax/rmsnorm\n"
             "             rows and attention against the roofline measured in the same run; 1 and 2 threads\n"
+            "  train      backward bookkeeping per record; MLP AdamW steps and a transformer block's\n"
+            "             forward + backward against PyTorch (alternating runs, same thread count)\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");
@@ -45,7 +49,8 @@ int main(int argc, char **argv)
             if (!strcmp(argv[2], "roofline")) return fcb_cmd_roofline(2, sub);
             if (!strcmp(argv[2], "kernels")) return fcb_cmd_kernels(2, sub);
             if (!strcmp(argv[2], "ops")) return fcb_cmd_ops(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops)\n", argv[2]);
+            if (!strcmp(argv[2], "train")) return fcb_cmd_train(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -54,6 +59,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "roofline")) return fcb_cmd_roofline(argc - 1, argv + 1);
     if (!strcmp(cmd, "kernels")) return fcb_cmd_kernels(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return fcb_cmd_ops(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "train")) return fcb_cmd_train(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

@@ -169,5 +169,6 @@ void fcb_roofline_json(fcb_json *j, const fcb_roofline *r); /* "roofline": {...}
 int fcb_cmd_roofline(int argc, char **argv);
 int fcb_cmd_kernels(int argc, char **argv);
 int fcb_cmd_ops(int argc, char **argv); /* ops_gemm.c */
+int fcb_cmd_train(int argc, char **argv); /* train.c */
 
 #endif /* FCB_H */

@@ -4,5 +4,6 @@
 #define FC_CLI_CLI_H
 
 int fc_cmd_info(int argc, char **argv);
+int fc_cmd_demo(int argc, char **argv);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"info", fc_cmd_info, "CPU features, ISAs and the kernel chosen for every dispatch slot"},
+    {"demo", fc_cmd_demo, "small end-to-end examples (spirals: train a classifier with each optimizer)"},
 };
 
 static void usage(FILE *f)
