@@ -143,13 +143,22 @@ static void run_job(job *j)
         if (!j->ok || !nd->needs[i]) j->gin[i] = NULL;
         fc_retain(j->gin[i]);
     }
-    if (j->ok)
-        for (int i = 0; i < nd->n_in; i++)
-            if (nd->needs[i] && !j->gin[i]) {
-                fc_fail(ctx, FC_ERR_STATE, "fc_backward: the gradient of %s gave no gradient for operand %d",
-                        nd->name, i);
-                j->ok = 0;
-            }
+    /* Every gradient must be its operand's named shape, in its axis order,
+     * in the gradient dtype: a VJP that gets this wrong would otherwise
+     * corrupt the sums silently. */
+    for (int i = 0; j->ok && i < nd->n_in; i++) {
+        if (!nd->needs[i]) continue;
+        char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
+        const fc_tensor *gi = j->gin[i], *x = nd->in[i];
+        int fits = gi && gi->rank == x->rank && gi->dtype == fcg_grad_dtype(x->dtype);
+        for (int a = 0; fits && a < x->rank; a++) fits = gi->axis[a] == x->axis[a] && gi->dim[a] == x->dim[a];
+        if (!fits) {
+            fc_fail(ctx, FC_ERR_STATE, "fc_backward: the gradient of %s for operand %d is %s; want %s in %s", nd->name, i,
+                    gi ? fct_describe(gi, d1, sizeof d1) : "missing", fct_describe(x, d2, sizeof d2),
+                    fc_dtype_name(fcg_grad_dtype(x->dtype)));
+            j->ok = 0;
+        }
+    }
     fc_scope_end(ctx, sc);
     fcg_enable();
 }
@@ -165,7 +174,7 @@ static void run_chunk(void *arg, int64_t chunk, int worker)
 static fc_tensor *conform(fc_ctx *ctx, fc_tensor *g, const fc_tensor *t)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *r = fca_reduce_to(ctx, g, t);
+    fc_tensor *r = fca_sum_to(ctx, g, t);
     fc_retain(r);
     fc_scope_end(ctx, sc);
     return r;

@@ -80,7 +80,7 @@ fc_status fc_set_grad(fc_ctx *ctx, fc_tensor *t, fc_tensor *g)
     }
     fcg_disable();
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *c = fc_clone(ctx, fca_reduce_to(ctx, g, t));
+    fc_tensor *c = fc_clone(ctx, fca_sum_to(ctx, g, t));
     fc_retain(c);
     fc_scope_end(ctx, sc);
     fcg_enable();

@@ -72,10 +72,13 @@ int fca_vjp_checkpoint(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin);
 fc_tensor *fca_as(fc_ctx *ctx, fc_tensor *t, fc_dtype dt);
 /* t in the gradient dtype of `like`. */
 fc_tensor *fca_as_grad(fc_ctx *ctx, fc_tensor *t, const fc_tensor *like);
-/* Reduce a gradient g of a broadcast result to operand x: sum the axes x
- * lacks and the axes where x has size 1 (NumPy right-alignment when both are
- * positional, as the forward broadcast did); x's axis order and gradient
- * dtype. */
+/* g matched to operand x by name: sum the axes x lacks and the axes where
+ * x has size 1; x's axis order and gradient dtype. For every op whose
+ * result keeps its operands' axes by name (views, reductions, copies...). */
+fc_tensor *fca_sum_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x);
+/* The same for the result of a broadcasting op (binary, gated, where): when
+ * both are positional the forward aligned them from the right by position,
+ * so g's trailing axes are renamed to x's first. */
 fc_tensor *fca_reduce_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x);
 /* g broadcast (a view) to x's named shape; g's axes must be among x's. */
 fc_tensor *fca_expand_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x);

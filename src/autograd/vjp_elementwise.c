@@ -126,7 +126,7 @@ static int scalar_form(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin, 
         r = fc_mul(ctx, g, win_weight(ctx, (fc_binary_op)n->p.i[0], X, fca_const(ctx, g->dtype, s), g->dtype));
         break;
     }
-    gin[0] = fca_reduce_to(ctx, r, x);
+    gin[0] = fca_sum_to(ctx, r, x);
     return gin[0] != NULL;
 }
 
@@ -153,7 +153,7 @@ int fca_vjp_gated(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 
 int fca_vjp_cast(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
-    gin[0] = fca_reduce_to(ctx, g, n->in[0]);
+    gin[0] = fca_sum_to(ctx, g, n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -177,6 +177,6 @@ int fca_vjp_clamp(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     fc_tensor *X = fca_as(ctx, n->in[0], g->dtype);
     fc_tensor *r = fc_masked_fill(ctx, g, fc_compare_scalar(ctx, FC_LT, X, n->p.d[0]), 0.0);
     r = fc_masked_fill(ctx, r, fc_compare_scalar(ctx, FC_GT, X, n->p.d[1]), 0.0);
-    gin[0] = fca_reduce_to(ctx, r, n->in[0]);
+    gin[0] = fca_sum_to(ctx, r, n->in[0]);
     return gin[0] != NULL;
 }

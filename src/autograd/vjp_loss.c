@@ -20,18 +20,6 @@
 #include "dispatch/dispatch.h"
 #include "tensor/shape_internal.h"
 
-/* g (which has x's axes by name, possibly in another order) in x's axis
- * order and gradient dtype. Unlike fca_reduce_to it never aligns
- * positional names by position: these gradients match their operands by
- * name. */
-static fc_tensor *as_operand(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
-{
-    g = fca_as_grad(ctx, g, x);
-    if (!g) return NULL;
-    int same = g->rank == x->rank;
-    for (int i = 0; same && i < x->rank; i++) same = g->axis[i] == x->axis[i];
-    return same ? g : fc_permute(ctx, g, (const char *const *)x->axis, x->rank);
-}
 
 /* One pass over the logits, a row at a time: the row's softmax (the f32
  * row kernel) and the row's gradient written straight into the result, so
@@ -272,15 +260,15 @@ int fca_vjp_conv1d(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         int64_t rem = (L + cp.pad_l + cp.pad_r - cp.dil * (K - 1) - 1) % cp.stride;
         fc_conv_transpose1d_options t = {cp.c, cp.t, cp.o, cp.k, cp.stride, {cp.pad_l, cp.pad_r}, rem, cp.dil,
                                          cp.groups};
-        if (!(gin[0] = as_operand(ctx, fc_conv_transpose1d(ctx, g, swap_channels(ctx, w, &cp), NULL, &t), x)))
+        if (!(gin[0] = fca_sum_to(ctx, fc_conv_transpose1d(ctx, g, swap_channels(ctx, w, &cp), NULL, &t), x)))
             return 0;
     }
     if (n->needs[1]) {
         fc_tensor *r = conv_wgrad(ctx, g, x, &cp, K);
-        if (!(gin[1] = as_operand(ctx, fc_rename_all(ctx, r, ((const char *const[]){cp.o, cp.c, cp.k}), 3), w)))
+        if (!(gin[1] = fca_sum_to(ctx, fc_rename_all(ctx, r, ((const char *const[]){cp.o, cp.c, cp.k}), 3), w)))
             return 0;
     }
-    if (n->needs[2] && !(gin[2] = as_operand(ctx, conv_bgrad(ctx, g, &cp), n->in[2]))) return 0;
+    if (n->needs[2] && !(gin[2] = fca_sum_to(ctx, conv_bgrad(ctx, g, &cp), n->in[2]))) return 0;
     return 1;
 }
 
@@ -300,13 +288,13 @@ int fca_vjp_conv_transpose1d(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor *
         fc_conv1d_options c = {cp.c, cp.t, cp.o, cp.k, cp.stride, {cp.pad_l, cp.pad_r}, cp.dil, cp.groups};
         fc_tensor *r = fc_conv1d(ctx, g, swap_channels(ctx, w, &cp), NULL, &c);
         if (r && fc_tensor_size(r, cp.t) != L) r = fc_narrow(ctx, r, cp.t, 0, L);
-        if (!(gin[0] = as_operand(ctx, r, x))) return 0;
+        if (!(gin[0] = fca_sum_to(ctx, r, x))) return 0;
     }
     if (n->needs[1]) {
         fc_tensor *r = conv_wgrad(ctx, x, g, &cp, K);
-        if (!(gin[1] = as_operand(ctx, fc_rename_all(ctx, r, ((const char *const[]){cp.c, cp.o, cp.k}), 3), w)))
+        if (!(gin[1] = fca_sum_to(ctx, fc_rename_all(ctx, r, ((const char *const[]){cp.c, cp.o, cp.k}), 3), w)))
             return 0;
     }
-    if (n->needs[2] && !(gin[2] = as_operand(ctx, conv_bgrad(ctx, g, &cp), n->in[2]))) return 0;
+    if (n->needs[2] && !(gin[2] = fca_sum_to(ctx, conv_bgrad(ctx, g, &cp), n->in[2]))) return 0;
     return 1;
 }

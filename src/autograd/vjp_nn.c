@@ -30,15 +30,15 @@ int fca_vjp_softmax(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     if (!dz) return 0;
     if (n->needs[0]) {
         double scale = n->p.d[0];
-        gin[0] = fca_reduce_to(ctx, scale == 1.0 ? dz : fc_mul_scalar(ctx, dz, scale), n->in[0]);
+        gin[0] = fca_sum_to(ctx, scale == 1.0 ? dz : fc_mul_scalar(ctx, dz, scale), n->in[0]);
         if (!gin[0]) return 0;
     }
     /* the mask is added to the scaled logits: its gradient is dz, summed
      * over the axes it broadcasts along */
-    if (n->needs[1] && !(gin[1] = fca_reduce_to(ctx, dz, n->in[1]))) return 0;
+    if (n->needs[1] && !(gin[1] = fca_sum_to(ctx, dz, n->in[1]))) return 0;
     if (n->needs[2]) {
         fc_tensor *p_sink = fc_scalar_binary(ctx, FC_SUB, 1.0, fc_sum(ctx, Y, &a, 1));
-        gin[2] = fca_reduce_to(ctx, fc_neg(ctx, fc_mul(ctx, p_sink, dot)), n->in[2]);
+        gin[2] = fca_sum_to(ctx, fc_neg(ctx, fc_mul(ctx, p_sink, dot)), n->in[2]);
         if (!gin[2]) return 0;
     }
     return 1;
@@ -50,7 +50,7 @@ int fca_vjp_log_softmax(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     const char *a = n->p.axes[0];
     fc_tensor *Y = fca_as(ctx, n->saved[0], g->dtype);
     fc_tensor *dx = fc_sub(ctx, g, fc_mul(ctx, fc_exp(ctx, Y), fc_sum(ctx, g, &a, 1)));
-    gin[0] = fca_reduce_to(ctx, dx, n->in[0]);
+    gin[0] = fca_sum_to(ctx, dx, n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -83,8 +83,8 @@ static norm_grads norm_backward(fc_ctx *ctx, fc_tensor *X, fc_tensor *weight, fc
 /* Gradients of the norm's weight (in[wi]) and bias (in[wi + 1], layernorm). */
 static int param_grads(fc_ctx *ctx, fcg_node *n, int wi, int has_bias, fc_tensor *g, fc_tensor *xhat, fc_tensor **gin)
 {
-    if (n->needs[wi] && !(gin[wi] = fca_reduce_to(ctx, fc_mul(ctx, g, xhat), n->in[wi]))) return 0;
-    if (has_bias && n->needs[wi + 1] && !(gin[wi + 1] = fca_reduce_to(ctx, g, n->in[wi + 1]))) return 0;
+    if (n->needs[wi] && !(gin[wi] = fca_sum_to(ctx, fc_mul(ctx, g, xhat), n->in[wi]))) return 0;
+    if (has_bias && n->needs[wi + 1] && !(gin[wi + 1] = fca_sum_to(ctx, g, n->in[wi + 1]))) return 0;
     return 1;
 }
 
@@ -93,7 +93,7 @@ int fca_vjp_rmsnorm(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     fc_tensor *x = n->in[0];
     norm_grads r = norm_backward(ctx, fca_as(ctx, x, g->dtype), n->in[1], g, n->p.axes[0], n->p.d[0], 0);
     if (!r.dx) return 0;
-    if (n->needs[0] && !(gin[0] = fca_reduce_to(ctx, r.dx, x))) return 0;
+    if (n->needs[0] && !(gin[0] = fca_sum_to(ctx, r.dx, x))) return 0;
     return param_grads(ctx, n, 1, 0, g, r.xhat, gin);
 }
 
@@ -106,8 +106,8 @@ int fca_vjp_rmsnorm_residual(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor *
     fc_tensor *S = fca_as(ctx, fc_add(ctx, x, res), g->dtype);
     norm_grads r = norm_backward(ctx, S, n->in[2], g, n->p.axes[0], n->p.d[0], 0);
     if (!r.dx) return 0;
-    if (n->needs[0] && !(gin[0] = fca_reduce_to(ctx, r.dx, x))) return 0;
-    if (n->needs[1] && !(gin[1] = fca_reduce_to(ctx, r.dx, res))) return 0;
+    if (n->needs[0] && !(gin[0] = fca_sum_to(ctx, r.dx, x))) return 0;
+    if (n->needs[1] && !(gin[1] = fca_sum_to(ctx, r.dx, res))) return 0;
     return param_grads(ctx, n, 2, 0, g, r.xhat, gin);
 }
 
@@ -116,7 +116,7 @@ int fca_vjp_layernorm(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     fc_tensor *x = n->in[0];
     norm_grads r = norm_backward(ctx, fca_as(ctx, x, g->dtype), n->in[1], g, n->p.axes[0], n->p.d[0], 1);
     if (!r.dx) return 0;
-    if (n->needs[0] && !(gin[0] = fca_reduce_to(ctx, r.dx, x))) return 0;
+    if (n->needs[0] && !(gin[0] = fca_sum_to(ctx, r.dx, x))) return 0;
     return param_grads(ctx, n, 1, 1, g, r.xhat, gin);
 }
 
@@ -138,7 +138,7 @@ int fca_vjp_rope(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     memcpy(&o, n->p.raw, sizeof o);
     o.backward = !o.backward;
     o.freq_factors = n->in[2];
-    gin[0] = fca_reduce_to(ctx, fc_rope(ctx, g, n->in[1], &o), n->in[0]);
+    gin[0] = fca_sum_to(ctx, fc_rope(ctx, g, n->in[1], &o), n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -180,7 +180,7 @@ static fc_tensor *split_head(fc_ctx *ctx, fc_tensor *t, const char *head, const 
 }
 
 /* The inverse: the used ones of (H, G) (adjacent, in that order) back into
- * `head`; a missing head axis is restored later by fca_reduce_to. */
+ * `head`; a missing head axis is restored later by fca_sum_to. */
 static fc_tensor *merge_head(fc_ctx *ctx, fc_tensor *t, const char *head, const attn_ax *A)
 {
     if (!t || !head) return t;
@@ -312,13 +312,13 @@ static int attn_qk_grads(fc_ctx *ctx, fcg_node *n, const fc_attention_options *o
     if (n->needs[0]) {
         fc_tensor *dq = fc_einsum(ctx, dS, F->K, ax, axes_of(F->Q, ax));
         dq = fc_rename(ctx, fc_rename(ctx, merge_head(ctx, dq, o->head_axis, A), A->q, o->seq_axis), A->d, o->dim_axis);
-        if (!(gin[0] = fca_reduce_to(ctx, dq, n->in[0]))) return 0;
+        if (!(gin[0] = fca_sum_to(ctx, dq, n->in[0]))) return 0;
     }
     if (n->needs[1]) {
         fc_tensor *dk = fc_einsum(ctx, dS, F->Q, ax, axes_of(F->K, ax));
         dk = fc_rename(ctx, fc_rename(ctx, dk, A->k, o->kv_seq_axis), A->d, o->dim_axis);
         if (A->use_h) dk = fc_rename(ctx, dk, A->h, o->kv_head_axis);
-        if (!(gin[1] = fca_reduce_to(ctx, dk, n->in[1]))) return 0;
+        if (!(gin[1] = fca_sum_to(ctx, dk, n->in[1]))) return 0;
     }
     return 1;
 }
@@ -330,7 +330,7 @@ static fc_tensor *attn_mask_grad(fc_ctx *ctx, const fc_attention_options *o, con
 {
     fc_tensor *dm = merge_head(ctx, dZ, o->head_axis, A);
     dm = fc_rename(ctx, fc_rename(ctx, dm, A->q, o->seq_axis), A->k, o->kv_seq_axis);
-    return fca_reduce_to(ctx, dm, mask);
+    return fca_sum_to(ctx, dm, mask);
 }
 
 /* The sink of head h is an extra logit per row whose probability
@@ -347,7 +347,7 @@ static fc_tensor *attn_sink_grad(fc_ctx *ctx, const fc_attention_options *o, con
         if (ds->axis[i] != A->h && ds->axis[i] != A->g) drop[nd++] = ds->axis[i];
     if (nd) ds = fc_sum(ctx, ds, drop, nd);
     ds = merge_head(ctx, ds, o->head_axis ? o->head_axis : sinks->axis[0], A);
-    return fca_reduce_to(ctx, ds, sinks);
+    return fca_sum_to(ctx, ds, sinks);
 }
 
 int fca_vjp_attention(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
@@ -385,7 +385,7 @@ int fca_vjp_attention(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         fc_tensor *dv = fc_einsum(ctx, F.P, F.dO, ax, axes_of(F.V, ax));
         dv = fc_rename(ctx, fc_rename(ctx, dv, A.k, o.kv_seq_axis), A.e, o.dim_axis);
         if (A.use_h) dv = fc_rename(ctx, dv, A.h, o.kv_head_axis);
-        if (!(gin[2] = fca_reduce_to(ctx, dv, v))) return 0;
+        if (!(gin[2] = fca_sum_to(ctx, dv, v))) return 0;
     }
     fc_tensor *dP = fc_einsum(ctx, F.dO, F.V, F.sax, F.ns);
     fc_tensor *rowdot = fc_sum(ctx, fc_mul(ctx, dP, F.P), &A.k, 1);

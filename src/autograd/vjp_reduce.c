@@ -41,14 +41,14 @@ int fca_vjp_reduce(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         break;
     }
     }
-    gin[0] = fca_reduce_to(ctx, r, x);
+    gin[0] = fca_sum_to(ctx, r, x);
     return gin[0] != NULL;
 }
 
 int fca_vjp_cumsum(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
     const char *axis = n->p.axes[0];
-    gin[0] = fca_reduce_to(ctx, fc_flip(ctx, fc_cumsum(ctx, fc_flip(ctx, g, axis), axis), axis), n->in[0]);
+    gin[0] = fca_sum_to(ctx, fc_flip(ctx, fc_cumsum(ctx, fc_flip(ctx, g, axis), axis), axis), n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -71,7 +71,7 @@ static fc_tensor *einsum_grad(fc_ctx *ctx, fc_tensor *g, fc_tensor *other, fc_te
     fc_tensor *r = fc_einsum(ctx, g, other, keep, nk);
     if (!r) return NULL;
     if (nk < x->rank) r = fca_expand_to(ctx, r, x);
-    return fca_reduce_to(ctx, r, x);
+    return fca_sum_to(ctx, r, x);
 }
 
 int fca_vjp_einsum(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
@@ -86,7 +86,7 @@ int fca_vjp_einsum(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 
 int fca_vjp_copy(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
-    gin[0] = fca_reduce_to(ctx, g, n->in[0]);
+    gin[0] = fca_sum_to(ctx, g, n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -104,8 +104,8 @@ int fca_vjp_view(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         gin[0] = z;
         return 1;
     }
-    case FCG_V_PERMUTE: case FCG_V_BROADCAST:
-        gin[0] = fca_reduce_to(ctx, g, x);
+    case FCG_V_PERMUTE: case FCG_V_BROADCAST: /* both keep names: back by name */
+        gin[0] = fca_sum_to(ctx, g, x);
         return gin[0] != NULL;
     case FCG_V_RESHAPE:
         gin[0] = fca_as_grad(ctx, fc_reshape(ctx, g, dims, x->rank), x);

@@ -11,18 +11,6 @@
 
 #include "autograd/vjp.h"
 
-/* g (which has x's axes by name, possibly in another order) in x's axis
- * order and gradient dtype. Unlike fca_reduce_to it never aligns
- * positional names by position: these gradients match their operands by
- * name. */
-static fc_tensor *as_operand(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
-{
-    g = fca_as_grad(ctx, g, x);
-    if (!g) return NULL;
-    int same = g->rank == x->rank;
-    for (int i = 0; same && i < x->rank; i++) same = g->axis[i] == x->axis[i];
-    return same ? g : fc_permute(ctx, g, (const char *const *)x->axis, x->rank);
-}
 
 int fca_vjp_concat(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
@@ -34,7 +22,7 @@ int fca_vjp_concat(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         int64_t len = stack ? 1 : fc_tensor_size(x, axis);
         if (n->needs[i]) {
             fc_tensor *part = stack ? fc_select(ctx, g, axis, i) : fc_narrow(ctx, g, axis, off, len);
-            if (!(gin[i] = as_operand(ctx, part, x))) return 0;
+            if (!(gin[i] = fca_sum_to(ctx, part, x))) return 0;
         }
         off += len;
     }
@@ -45,7 +33,7 @@ int fca_vjp_pad(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
     fc_tensor *x = n->in[0];
     const char *axis = n->p.axes[0];
-    gin[0] = as_operand(ctx, fc_narrow(ctx, g, axis, n->p.i[0], fc_tensor_size(x, axis)), x);
+    gin[0] = fca_sum_to(ctx, fc_narrow(ctx, g, axis, n->p.i[0], fc_tensor_size(x, axis)), x);
     return gin[0] != NULL;
 }
 
@@ -68,13 +56,13 @@ int fca_vjp_repeat(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
     const char *copy = scratch_axis(g, "repeat_copy", buf, sizeof buf);
     fc_dim parts[2] = {{copy, n->p.i[0]}, {axis, fc_tensor_size(x, axis)}};
     fc_tensor *s = fc_sum(ctx, fc_split_axis(ctx, g, axis, parts, 2), &copy, 1);
-    gin[0] = as_operand(ctx, s, x);
+    gin[0] = fca_sum_to(ctx, s, x);
     return gin[0] != NULL;
 }
 
 int fca_vjp_flip(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
-    gin[0] = as_operand(ctx, fc_flip(ctx, g, n->p.axes[0]), n->in[0]);
+    gin[0] = fca_sum_to(ctx, fc_flip(ctx, g, n->p.axes[0]), n->in[0]);
     return gin[0] != NULL;
 }
 
@@ -173,7 +161,7 @@ int fca_vjp_index_select(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin
     for (int i = 0; i < z->rank; i++) order[i] = z->axis[i];
     fc_tensor *gp = fc_contiguous(ctx, fc_permute(ctx, g, order, z->rank));
     if (!add_rows(ctx, z, gp, fc_contiguous(ctx, fca_as(ctx, idx, FC_I64)))) return 0;
-    gin[0] = as_operand(ctx, z, x);
+    gin[0] = fca_sum_to(ctx, z, x);
     return gin[0] != NULL;
 }
 
@@ -188,7 +176,7 @@ int fca_vjp_gather(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 int fca_vjp_scatter_add(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
 {
     fc_tensor *x = n->in[0], *idx = n->in[1], *src = n->in[2];
-    if (n->needs[0] && !(gin[0] = as_operand(ctx, g, x))) return 0;
+    if (n->needs[0] && !(gin[0] = fca_sum_to(ctx, g, x))) return 0;
     if (!n->needs[2]) return 1;
     /* src[q] went to g's position q with the axis replaced by idx[q]. */
     fc_tensor *r = fc_gather(ctx, g, n->p.axes[0], idx);
@@ -204,7 +192,7 @@ int fca_vjp_scatter_add(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
         if (!part || fc_copy_into(ctx, part, r) != FC_OK) return 0;
         r = z;
     }
-    gin[2] = as_operand(ctx, r, src);
+    gin[2] = fca_sum_to(ctx, r, src);
     return gin[2] != NULL;
 }
 

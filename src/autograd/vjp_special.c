@@ -42,7 +42,7 @@ int fca_vjp_custom(fc_ctx *ctx, fcg_node *n, fc_tensor *g, fc_tensor **gin)
                     fct_describe(raw[i], d1, sizeof d1), i, fct_describe(n->in[i], d2, sizeof d2));
             return 0;
         }
-        gin[i] = fca_reduce_to(ctx, raw[i], n->in[i]);
+        gin[i] = fca_sum_to(ctx, raw[i], n->in[i]);
         if (!gin[i]) return 0;
     }
     return 1;

@@ -29,22 +29,11 @@ static int axis_in(const fc_tensor *t, const char *name)
     return -1;
 }
 
-fc_tensor *fca_reduce_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
+fc_tensor *fca_sum_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
 {
     if (!g) return NULL;
     g = fca_as_grad(ctx, g, x);
     if (!g) return NULL;
-    if (all_positional(g) && all_positional(x) && g->rank >= x->rank) {
-        /* Right-aligned: g's leading axes are new; then g's axis
-         * (lead + i) stands for x's axis i. */
-        int lead = g->rank - x->rank;
-        const char *drop[FC_MAX_RANK];
-        for (int i = 0; i < lead; i++) drop[i] = g->axis[i];
-        if (lead) g = fc_sum(ctx, g, drop, lead);
-        if (!g) return NULL;
-        if (x->rank > 0) g = fc_rename_all(ctx, g, (const char *const *)x->axis, x->rank);
-        if (!g) return NULL;
-    }
     /* Sum the axes x lacks, and those where x has size 1 but g does not. */
     const char *drop[FC_MAX_RANK];
     int nd = 0;
@@ -64,6 +53,22 @@ fc_tensor *fca_reduce_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
     for (int j = 0; same && j < x->rank; j++) same = g->axis[j] == x->axis[j];
     if (!same && x->rank > 0) g = fc_permute(ctx, g, (const char *const *)x->axis, x->rank);
     return g;
+}
+
+fc_tensor *fca_reduce_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)
+{
+    if (!g) return NULL;
+    if (all_positional(g) && all_positional(x) && g->rank >= x->rank) {
+        /* The forward aligned these from the right, by position: g's
+         * leading axes are new, and g's axis (lead + i) stands for x's
+         * axis i whatever the names say. */
+        int lead = g->rank - x->rank;
+        const char *drop[FC_MAX_RANK];
+        for (int i = 0; i < lead; i++) drop[i] = g->axis[i];
+        if (lead) g = fc_sum(ctx, g, drop, lead);
+        if (g && x->rank > 0) g = fc_rename_all(ctx, g, (const char *const *)x->axis, x->rank);
+    }
+    return fca_sum_to(ctx, g, x);
 }
 
 fc_tensor *fca_expand_to(fc_ctx *ctx, fc_tensor *g, const fc_tensor *x)

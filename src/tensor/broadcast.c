@@ -30,8 +30,19 @@ int fct_broadcast(fc_ctx *ctx, const char *op, fc_tensor *const *ts, int n, fct_
         int r = 0;
         for (int k = 0; k < n; k++) if (ts[k]->rank > r) r = ts[k]->rank;
         out->rank = r;
+        /* The result is named _0.._{r-1}, unless every operand of rank r
+         * has the same names in the same order (say a permuted [_1, _0]):
+         * then it keeps them, so an elementwise op does not rename its
+         * operand's axes (gradients rely on this to find their operand). */
+        const fc_tensor *top = NULL;
+        int keep = 1;
+        for (int k = 0; k < n && keep; k++) {
+            if (ts[k]->rank != r) continue;
+            if (!top) top = ts[k];
+            else keep = !memcmp(top->axis, ts[k]->axis, sizeof(const char *) * (size_t)r);
+        }
         for (int d = 0; d < r; d++) {
-            out->axis[d] = fc_axis_positional(d);
+            out->axis[d] = keep && top ? top->axis[d] : fc_axis_positional(d);
             out->dim[d] = 1;
         }
         for (int k = 0; k < n; k++) {

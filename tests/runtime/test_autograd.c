@@ -282,6 +282,57 @@ Test(autograd, views)
     fc_release(x);
 }
 
+static fc_tensor *cube_fwd_for_shape_test(fc_ctx *c, void *u, fc_tensor *const *in, int n)
+{
+    (void)u;
+    (void)n;
+    return fc_mul(c, fc_sqr(c, in[0]), in[0]);
+}
+
+static fc_tensor *positional_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
+{
+    (void)u;
+    (void)n;
+    /* p[_0=3, _1=4] permuted to [_1, _0] keeps its names: the gradient must
+     * come back by name (not renamed by position); the sum with a
+     * positional [_0=3] aligns from the right, by position. */
+    fc_tensor *t = fc_permute(c, in[0], FC_AXES("_1", "_0"));
+    fc_tensor *y = fc_mul(c, fc_sin(c, t), in[1]);
+    return weighted_sum(c, fc_contiguous(c, y), 23);
+}
+
+Test(autograd, positional_operands)
+{
+    fc_tensor *p = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}, {NULL, 4}), 150, -1, 1));
+    fc_tensor *q = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}), 151, -1, 1));
+    fc_tensor *in[2] = {p, q};
+    check_grad(positional_loss, NULL, in, 2, "permuted positional");
+    fc_release(p);
+    fc_release(q);
+}
+
+static int bad_bwd(fc_ctx *c, void *u, fc_tensor *const *in, int n, fc_tensor *out, fc_tensor *g, fc_tensor **gin)
+{
+    (void)u;
+    (void)in;
+    (void)n;
+    (void)out;
+    gin[0] = fc_sum(c, g, FC_AXES("j")); /* drops an axis: the wrong shape */
+    return gin[0] != NULL;
+}
+
+Test(autograd, a_wrong_gradient_shape_is_an_error)
+{
+    fc_scope sc = fc_scope_begin(ctx);
+    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 3}), 160, -1, 1));
+    fc_custom_op op = {"bad", cube_fwd_for_shape_test, bad_bwd, NULL};
+    fc_tensor *y = fc_custom(ctx, &op, &x, 1);
+    cr_expect_neq(fc_backward(ctx, fc_sum(ctx, y, FC_NO_AXES)), FC_OK);
+    cr_expect(strstr(fc_ctx_error(ctx), "gave a gradient"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    fc_scope_end(ctx, sc);
+}
+
 static fc_tensor *select_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)u;
