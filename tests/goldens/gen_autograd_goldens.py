@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gen_structure_goldens import Writer
+from golden_writer import Writer
 
 
 def inputs():
@@ -52,8 +52,7 @@ def loss_fn(x, w1, b1, w2, t):
 
 
 def main():
-    w = Writer("autograd_core.txt")
-    w.lines[0] = w.lines[0].replace("gen_structure_goldens.py", "gen_autograd_goldens.py")
+    w = Writer("autograd_core.txt", "gen_autograd_goldens.py")
     inp = inputs()
     for k, v in inp.items():
         w.put(k, v)

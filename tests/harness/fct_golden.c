@@ -175,3 +175,24 @@ void fct_expect_error(fc_ctx *c, fc_status st, const char *op, const char *axis)
     if (axis) cr_expect(strstr(fc_ctx_error(c), axis) != NULL, "message lacks \"%s\": %s", axis, fc_ctx_error(c));
     fc_ctx_clear_error(c);
 }
+
+fc_tensor *fct_variable(fc_ctx *c, fc_tensor *t)
+{
+    cr_assert(t, "NULL tensor: %s", fc_ctx_error(c));
+    cr_assert_eq(fc_requires_grad(c, t, 1), FC_OK, "%s", fc_ctx_error(c));
+    return t;
+}
+
+fc_tensor *fct_weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed, double lo, double hi)
+{
+    if (!y) return NULL;
+    fc_dtype dt = fc_tensor_dtype(y);
+    if (dt == FC_F16 || dt == FC_BF16) {
+        y = fc_cast(c, y, FC_F32);
+        dt = FC_F32;
+    }
+    fc_dim dims[FC_MAX_RANK];
+    for (int i = 0; i < fc_tensor_rank(y); i++) dims[i] = (fc_dim){fc_tensor_axis(y, i), fc_tensor_dim(y, i)};
+    fc_tensor *w = fc_rand_uniform(c, dt, dims, fc_tensor_rank(y), seed, lo, hi);
+    return fc_sum(c, fc_mul(c, y, w), FC_NO_AXES);
+}

@@ -70,6 +70,16 @@ fc_tensor *fct_golden_tensor(fc_ctx *c, const fct_golden *e, fc_dtype dt, const 
 
 /* ---- checks ------------------------------------------------------------------ */
 
+/* ---- autograd -------------------------------------------------------------- */
+
+/* t made a variable (fc_requires_grad); asserts t is not NULL and that it
+ * worked. Returns t. */
+fc_tensor *fct_variable(fc_ctx *c, fc_tensor *t);
+/* sum(y * w) for a fixed random w (uniform in [lo, hi], from seed) of y's
+ * named shape: every element of y gets its own weight, so a misplaced or
+ * transposed gradient shows. f16/bf16 y is summed in f32. NULL for NULL y. */
+fc_tensor *fct_weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed, double lo, double hi);
+
 /* Every element of t (any strides, any dtype) as double, row-major; the
  * caller frees it. */
 double *fct_values(const fc_tensor *t);

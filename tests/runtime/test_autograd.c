@@ -23,13 +23,6 @@ static void setup(void) { ctx = fct_suite_begin(2); }
 static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(autograd, .init = setup, .fini = teardown);
 
-static fc_tensor *var(fc_ctx *c, fc_tensor *t)
-{
-    cr_assert(t, "NULL tensor: %s", fc_ctx_error(c));
-    cr_assert_eq(fc_requires_grad(c, t, 1), FC_OK, "%s", fc_ctx_error(c));
-    return t;
-}
-
 static void expect_close(const fc_tensor *t, const double *want, int64_t n, double tol, const char *what)
 {
     cr_assert(t, "%s: NULL (%s)", what, fc_ctx_error(ctx));
@@ -83,10 +76,10 @@ Test(autograd, matches_pytorch_on_the_core_ops)
 {
     fct_goldens g = fct_golden_load("autograd_core.txt");
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "x"), FC_F32, NAMES("b", "in")));
-    fc_tensor *w1 = var(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "w1"), FC_F32, NAMES("h", "in")));
-    fc_tensor *b1 = var(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "b1"), FC_F32, NAMES("h")));
-    fc_tensor *w2 = var(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "w2"), FC_F32, NAMES("o", "h")));
+    fc_tensor *x = fct_variable(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "x"), FC_F32, NAMES("b", "in")));
+    fc_tensor *w1 = fct_variable(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "w1"), FC_F32, NAMES("h", "in")));
+    fc_tensor *b1 = fct_variable(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "b1"), FC_F32, NAMES("h")));
+    fc_tensor *w2 = fct_variable(ctx, fct_golden_tensor(ctx, fct_golden_get(&g, "w2"), FC_F32, NAMES("o", "h")));
     fc_tensor *t = fct_golden_tensor(ctx, fct_golden_get(&g, "t"), FC_F32, NAMES("b", "o"));
     fc_tensor *loss = golden_loss(ctx, x, w1, b1, w2, t);
     cr_assert(loss, "%s", fc_ctx_error(ctx));
@@ -111,20 +104,10 @@ Test(autograd, matches_pytorch_on_the_core_ops)
 
 typedef fc_tensor *(*unary_fn)(fc_ctx *, fc_tensor *);
 
-static fc_tensor *weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed)
-{
-    /* sum(y * w) with a fixed random w of y's shape: every output element
-     * gets a distinct weight, so a transposed or misplaced gradient shows. */
-    fc_dim dims[FC_MAX_RANK];
-    for (int i = 0; i < fc_tensor_rank(y); i++) dims[i] = (fc_dim){fc_tensor_axis(y, i), fc_tensor_dim(y, i)};
-    fc_tensor *w = fc_rand_uniform(c, fc_tensor_dtype(y), dims, fc_tensor_rank(y), seed, 0.5, 1.5);
-    return fc_sum(c, fc_mul(c, y, w), FC_NO_AXES);
-}
-
 static fc_tensor *unary_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
-    return weighted_sum(c, ((unary_fn)(uintptr_t)u)(c, in[0]), 11);
+    return fct_weighted_sum(c, ((unary_fn)(uintptr_t)u)(c, in[0]), 11, 0.5, 1.5);
 }
 
 static void check_grad(fc_loss_fn f, void *user, fc_tensor *const *in, int n, const char *what)
@@ -154,7 +137,7 @@ Test(autograd, unary_ops_by_finite_differences)
         }
         if (k % 2) t = fc_transpose(ctx, fc_contiguous(ctx, fc_permute(ctx, t, FC_AXES("c", "r"))), "c", "r");
         fc_tensor *x = fc_detach(ctx, t);
-        var(ctx, x);
+        fct_variable(ctx, x);
         fc_tensor *in[1] = {x};
         check_grad(unary_loss, (void *)(uintptr_t)ops[k].f, in, 1, ops[k].name);
         fc_scope_end(ctx, sc);
@@ -170,7 +153,7 @@ static fc_tensor *binary_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     if (b->scalar == 1) y = fc_binary_scalar(c, b->op, in[0], b->s);
     else if (b->scalar == 2) y = fc_scalar_binary(c, b->op, b->s, in[0]);
     else y = fc_binary(c, b->op, in[0], in[n - 1]);
-    return weighted_sum(c, y, 12);
+    return fct_weighted_sum(c, y, 12, 0.5, 1.5);
 }
 
 Test(autograd, binary_ops_broadcast_by_name_and_from_the_right)
@@ -178,18 +161,18 @@ Test(autograd, binary_ops_broadcast_by_name_and_from_the_right)
     for (int op = FC_ADD; op <= FC_MIN; op++) {
         fc_scope sc = fc_scope_begin(ctx);
         /* By name: a[b, i] op b[i, k] -> [b, i, k]; b's gradient sums over "b". */
-        fc_tensor *a = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 3}, {"i", 4}), 1, 0.5, 2));
-        fc_tensor *b = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 4}, {"k", 2}), 2, 0.5, 2));
+        fc_tensor *a = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 3}, {"i", 4}), 1, 0.5, 2));
+        fc_tensor *b = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 4}, {"k", 2}), 2, 0.5, 2));
         bin_case bc = {(fc_binary_op)op, 0, 0};
         fc_tensor *in[2] = {a, b};
         check_grad(binary_loss, &bc, in, 2, "binary by name");
         /* Size-1 axis of a named operand broadcasts (and sums back). */
-        fc_tensor *c1 = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 1}, {"i", 4}), 3, 0.5, 2));
+        fc_tensor *c1 = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 1}, {"i", 4}), 3, 0.5, 2));
         fc_tensor *in2[2] = {a, c1};
         check_grad(binary_loss, &bc, in2, 2, "binary size-1 axis");
         /* Positional operands align from the right: [3, 4] op [4]. */
-        fc_tensor *p = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}, {NULL, 4}), 4, 0.5, 2));
-        fc_tensor *q = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 4}), 5, 0.5, 2));
+        fc_tensor *p = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}, {NULL, 4}), 4, 0.5, 2));
+        fc_tensor *q = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 4}), 5, 0.5, 2));
         fc_tensor *in3[2] = {p, q};
         check_grad(binary_loss, &bc, in3, 2, "binary positional");
         /* Scalar forms. */
@@ -205,12 +188,12 @@ static fc_tensor *self_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     (void)u;
     (void)n;
     /* max(x, x) splits the gradient evenly: each side 1/2, total 1. */
-    return weighted_sum(c, fc_add(c, fc_maximum(c, in[0], in[0]), fc_mul(c, in[0], in[0])), 13);
+    return fct_weighted_sum(c, fc_add(c, fc_maximum(c, in[0], in[0]), fc_mul(c, in[0], in[0])), 13, 0.5, 1.5);
 }
 
 Test(autograd, ties_and_repeated_operands)
 {
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 5}), 7, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 5}), 7, -1, 1));
     fc_tensor *in[1] = {x};
     check_grad(self_loss, NULL, in, 1, "max(x, x) + x*x");
     fc_release(x);
@@ -234,7 +217,7 @@ static fc_tensor *reduce_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     case 7: y = fc_logsumexp(c, x, r->axes, r->n); break;
     default: y = fc_cumsum(c, x, r->axes[0]); break;
     }
-    return weighted_sum(c, y, 14);
+    return fct_weighted_sum(c, y, 14, 0.5, 1.5);
 }
 
 Test(autograd, reductions_over_named_axes)
@@ -242,10 +225,10 @@ Test(autograd, reductions_over_named_axes)
     static const char *const ax_b[] = {"b"}, *const ax_ik[] = {"i", "k"};
     for (int kind = 0; kind <= 8; kind++) {
         fc_scope sc = fc_scope_begin(ctx);
-        fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 3}, {"i", 4}, {"k", 2}), 20 + kind, -2, 2));
+        fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"b", 3}, {"i", 4}, {"k", 2}), 20 + kind, -2, 2));
         fc_tensor *xp = fc_detach(ctx, fc_permute(ctx, fc_clone(ctx, fc_permute(ctx, x, FC_AXES("k", "b", "i"))),
                                                   FC_AXES("b", "i", "k")));
-        var(ctx, xp);
+        fct_variable(ctx, xp);
         red_case r1 = {kind, ax_b, 1}, r2 = {kind, ax_ik, 2}, r3 = {kind, NULL, 0};
         fc_tensor *in[1] = {x}, *inp[1] = {xp};
         check_grad(reduce_loss, &r1, in, 1, "reduce b");
@@ -271,12 +254,12 @@ static fc_tensor *views_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     y = fc_broadcast_to(c, y, FC_SHAPE({"m", 4}, {"one", 3}, {"z", 4}));
     fc_tensor *s = fc_select(c, fc_squeeze(c, fc_narrow(c, fc_clone(c, x), "a", 2, 1), "a"), "b", 5);
     y = fc_mul(c, fc_reshape(c, y, FC_SHAPE({"f", 48})), s);
-    return weighted_sum(c, y, 15);
+    return fct_weighted_sum(c, y, 15, 0.5, 1.5);
 }
 
 Test(autograd, views)
 {
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"a", 4}, {"b", 6}), 30, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"a", 4}, {"b", 6}), 30, -1, 1));
     fc_tensor *in[1] = {x};
     check_grad(views_loss, NULL, in, 1, "views");
     fc_release(x);
@@ -298,13 +281,13 @@ static fc_tensor *positional_loss(fc_ctx *c, void *u, fc_tensor *const *in, int 
      * positional [_0=3] aligns from the right, by position. */
     fc_tensor *t = fc_permute(c, in[0], FC_AXES("_1", "_0"));
     fc_tensor *y = fc_mul(c, fc_sin(c, t), in[1]);
-    return weighted_sum(c, fc_contiguous(c, y), 23);
+    return fct_weighted_sum(c, fc_contiguous(c, y), 23, 0.5, 1.5);
 }
 
 Test(autograd, positional_operands)
 {
-    fc_tensor *p = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}, {NULL, 4}), 150, -1, 1));
-    fc_tensor *q = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}), 151, -1, 1));
+    fc_tensor *p = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}, {NULL, 4}), 150, -1, 1));
+    fc_tensor *q = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({NULL, 3}), 151, -1, 1));
     fc_tensor *in[2] = {p, q};
     check_grad(positional_loss, NULL, in, 2, "permuted positional");
     fc_release(p);
@@ -324,7 +307,7 @@ static int bad_bwd(fc_ctx *c, void *u, fc_tensor *const *in, int n, fc_tensor *o
 Test(autograd, a_wrong_gradient_shape_is_an_error)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 3}), 160, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 3}), 160, -1, 1));
     fc_custom_op op = {"bad", cube_fwd_for_shape_test, bad_bwd, NULL};
     fc_tensor *y = fc_custom(ctx, &op, &x, 1);
     cr_expect_neq(fc_backward(ctx, fc_sum(ctx, y, FC_NO_AXES)), FC_OK);
@@ -343,13 +326,13 @@ static fc_tensor *select_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     r = fc_add(c, r, fc_masked_fill(c, fc_exp(c, x), fc_compare_scalar(c, FC_LT, y, -0.3), 2.0));
     r = fc_add(c, r, fc_clamp(c, fc_mul(c, x, y), -0.25, 0.25));
     r = fc_add(c, r, fc_cast(c, fc_cast(c, fc_sqr(c, x), FC_F32), FC_F64));
-    return weighted_sum(c, r, 16);
+    return fct_weighted_sum(c, r, 16, 0.5, 1.5);
 }
 
 Test(autograd, where_masked_fill_clamp_cast)
 {
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 6}, {"j", 5}), 40, -1, 1));
-    fc_tensor *y = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"j", 5}), 41, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 6}, {"j", 5}), 40, -1, 1));
+    fc_tensor *y = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"j", 5}), 41, -1, 1));
     fc_tensor *in[2] = {x, y};
     /* f32 round trip inside: loose enough for one f32 rounding of x^2. */
     fc_gradcheck_opts o = {.eps = 1e-3, .atol = 1e-4, .rtol = 1e-4};
@@ -371,14 +354,14 @@ static fc_tensor *contract_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     y = fc_add(c, y, p);
     fc_tensor *mm = fc_matmul(c, fc_rename_all(c, a, FC_AXES("_0", "_1", "_2")),
                               fc_rename_all(c, b, FC_AXES("_0", "_1", "_2")));
-    return fc_add(c, weighted_sum(c, y, 17), weighted_sum(c, mm, 18));
+    return fc_add(c, fct_weighted_sum(c, y, 17, 0.5, 1.5), fct_weighted_sum(c, mm, 18, 0.5, 1.5));
 }
 
 Test(autograd, contractions_f32)
 {
-    fc_tensor *a = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"bt", 2}, {"m", 3}, {"k", 5}), 50, -1, 1));
-    fc_tensor *b = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"bt", 2}, {"k", 5}, {"n", 4}), 51, -1, 1));
-    fc_tensor *w = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"o", 3}, {"n", 4}), 52, -1, 1));
+    fc_tensor *a = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"bt", 2}, {"m", 3}, {"k", 5}), 50, -1, 1));
+    fc_tensor *b = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"bt", 2}, {"k", 5}, {"n", 4}), 51, -1, 1));
+    fc_tensor *w = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"o", 3}, {"n", 4}), 52, -1, 1));
     fc_tensor *in[3] = {a, b, w};
     fc_gradcheck_opts o = {.eps = 1e-2, .atol = 2e-3, .rtol = 2e-3}; /* the loss is quadratic: large eps is exact */
     cr_expect_eq(fc_gradcheck(ctx, contract_loss, NULL, in, 3, &o), FC_OK, "%s", fc_ctx_error(ctx));
@@ -392,13 +375,13 @@ static fc_tensor *gated_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
     fc_tensor *y = u ? fc_geglu(c, in[0], in[1]) : fc_swiglu(c, in[0], in[1]);
-    return weighted_sum(c, y, 19);
+    return fct_weighted_sum(c, y, 19, 0.5, 1.5);
 }
 
 Test(autograd, gated_activations_f32)
 {
-    fc_tensor *a = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 3}, {"f", 4}), 60, -2, 2));
-    fc_tensor *b = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 3}, {"f", 4}), 61, -2, 2));
+    fc_tensor *a = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 3}, {"f", 4}), 60, -2, 2));
+    fc_tensor *b = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 3}, {"f", 4}), 61, -2, 2));
     fc_tensor *in[2] = {a, b};
     fc_gradcheck_opts o = {.eps = 1e-2, .atol = 1e-3, .rtol = 1e-2};
     for (int geglu = 0; geglu < 2; geglu++) {
@@ -415,7 +398,7 @@ Test(autograd, gated_activations_f32)
 Test(autograd, diamond_and_shared_subexpression)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_from_data(ctx, FC_F64, FC_SHAPE({"i", 2}), (double[]){0.5, -1.5}, 16));
+    fc_tensor *x = fct_variable(ctx, fc_from_data(ctx, FC_F64, FC_SHAPE({"i", 2}), (double[]){0.5, -1.5}, 16));
     /* y = sin(x) * exp(x) + x*x: x reaches y through four paths. */
     fc_tensor *s = fc_sin(ctx, x), *e = fc_exp(ctx, x);
     fc_tensor *y = fc_sum(ctx, fc_add(ctx, fc_mul(ctx, s, e), fc_mul(ctx, x, x)), FC_NO_AXES);
@@ -442,7 +425,7 @@ Test(autograd, diamond_and_shared_subexpression)
 Test(autograd, a_50000_node_chain_runs_and_frees)
 {
     fc_pool_stats before = fc_ctx_pool_stats(ctx);
-    fc_tensor *x = var(ctx, fc_scalar(ctx, FC_F32, 1.0));
+    fc_tensor *x = fct_variable(ctx, fc_scalar(ctx, FC_F32, 1.0));
     fc_tensor *cur = fc_retain(x);
     for (int i = 0; i < 50000; i++) {
         fc_tensor *nx = fc_add_scalar(ctx, cur, 1e-3);
@@ -463,7 +446,7 @@ Test(autograd, a_50000_node_chain_runs_and_frees)
 Test(autograd, state_errors_and_a_rerunnable_graph)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 3}), 70, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 3}), 70, -1, 1));
     fc_tensor *y = fc_exp(ctx, fc_mul(ctx, x, x)); /* non-scalar */
     cr_expect_eq(fc_backward(ctx, y), FC_ERR_SHAPE);
     cr_expect(strstr(fc_ctx_error(ctx), "not a one-element output"), "%s", fc_ctx_error(ctx));
@@ -501,7 +484,7 @@ Test(autograd, state_errors_and_a_rerunnable_graph)
 Test(autograd, no_grad_and_detach)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 3}), 80, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 3}), 80, -1, 1));
     fc_no_grad_begin();
     fc_no_grad_begin();
     cr_expect(!fc_grad_enabled());
@@ -523,8 +506,8 @@ Test(autograd, no_grad_and_detach)
  * and many small ones feeding shared nodes. */
 static void branchy_grads(fc_ctx *c, fc_tensor **out_ga, fc_tensor **out_gb)
 {
-    fc_tensor *a = var(c, fc_rand_uniform(c, FC_F32, FC_SHAPE({"m", 192}, {"k", 160}), 90, -1, 1));
-    fc_tensor *b = var(c, fc_rand_uniform(c, FC_F32, FC_SHAPE({"k", 160}, {"n", 176}), 91, -1, 1));
+    fc_tensor *a = fct_variable(c, fc_rand_uniform(c, FC_F32, FC_SHAPE({"m", 192}, {"k", 160}), 90, -1, 1));
+    fc_tensor *b = fct_variable(c, fc_rand_uniform(c, FC_F32, FC_SHAPE({"k", 160}, {"n", 176}), 91, -1, 1));
     fc_scope sc = fc_scope_begin(c);
     fc_tensor *p = fc_tanh(c, fc_einsum(c, a, b, FC_AXES("m", "n")));
     fc_tensor *q = fc_sigmoid(c, fc_einsum(c, fc_sin(c, a), fc_cos(c, b), FC_AXES("m", "n")));
@@ -575,12 +558,12 @@ static fc_tensor *custom_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
     fc_custom_op op = {"cube", cube_fwd, cube_bwd, u};
-    return weighted_sum(c, fc_sin(c, fc_custom(c, &op, in, 1)), 21);
+    return fct_weighted_sum(c, fc_sin(c, fc_custom(c, &op, in, 1)), 21, 0.5, 1.5);
 }
 
 Test(autograd, custom_ops_and_gradcheck_catches_a_wrong_vjp)
 {
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 4}), 100, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F64, FC_SHAPE({"i", 4}), 100, -1, 1));
     fc_tensor *in[1] = {x};
     check_grad(custom_loss, NULL, in, 1, "custom cube");
     double wrong = 2.9;
@@ -600,14 +583,14 @@ static fc_tensor *block(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 
 static void block_grads(int checkpointed, fc_tensor **g)
 {
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 5}, {"d", 8}), 110, -1, 1));
-    fc_tensor *w1 = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"h", 16}, {"d", 8}), 111, -1, 1));
-    fc_tensor *w2 = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"d", 8}, {"h", 16}), 112, -1, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"t", 5}, {"d", 8}), 110, -1, 1));
+    fc_tensor *w1 = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"h", 16}, {"d", 8}), 111, -1, 1));
+    fc_tensor *w2 = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"d", 8}, {"h", 16}), 112, -1, 1));
     fc_scope sc = fc_scope_begin(ctx);
     fc_tensor *in[3] = {fc_exp(ctx, x), w1, w2}; /* the block's input is itself a result */
     fc_tensor *y = checkpointed ? fc_checkpoint(ctx, block, NULL, in, 3) : block(ctx, NULL, in, 3);
     cr_assert(y, "%s", fc_ctx_error(ctx));
-    cr_assert_eq(fc_backward(ctx, weighted_sum(ctx, fc_tanh(ctx, y), 22)), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_backward(ctx, fct_weighted_sum(ctx, fc_tanh(ctx, y), 22, 0.5, 1.5)), FC_OK, "%s", fc_ctx_error(ctx));
     fc_scope_end(ctx, sc);
     g[0] = fc_grad(ctx, x);
     g[1] = fc_grad(ctx, w1);
@@ -632,7 +615,7 @@ Test(autograd, checkpointing_gives_the_same_bits)
 Test(autograd, dropout_regenerates_its_mask)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"r", 64}, {"c", 50}), 120, 1, 2));
+    fc_tensor *x = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"r", 64}, {"c", 50}), 120, 1, 2));
     fc_tensor *y = fc_dropout(ctx, x, 0.25, 77);
     cr_assert(y, "%s", fc_ctx_error(ctx));
     cr_assert_eq(fc_backward(ctx, fc_sum(ctx, y, FC_NO_AXES)), FC_OK, "%s", fc_ctx_error(ctx));
@@ -670,7 +653,7 @@ Test(autograd, half_precision_variables_get_f32_gradients)
     fc_scope sc = fc_scope_begin(ctx);
     for (int k = 0; k < 2; k++) {
         fc_dtype dt = k ? FC_BF16 : FC_F16;
-        fc_tensor *w = var(ctx, fc_cast(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 6}), 130, -1, 1), dt));
+        fc_tensor *w = fct_variable(ctx, fc_cast(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"i", 6}), 130, -1, 1), dt));
         fc_tensor *y = fc_sum(ctx, fc_sqr(ctx, fc_cast(ctx, w, FC_F32)), FC_NO_AXES);
         cr_assert_eq(fc_backward(ctx, y), FC_OK, "%s", fc_ctx_error(ctx));
         fc_tensor *g = fc_grad(ctx, w);
@@ -686,7 +669,7 @@ Test(autograd, half_precision_variables_get_f32_gradients)
 
 Test(autograd, a_training_step_in_a_scope_frees_its_graph)
 {
-    fc_tensor *w = var(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"o", 4}, {"i", 3}), 140, -1, 1));
+    fc_tensor *w = fct_variable(ctx, fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"o", 4}, {"i", 3}), 140, -1, 1));
     fc_tensor *x = fc_rand_uniform(ctx, FC_F32, FC_SHAPE({"b", 5}, {"i", 3}), 141, -1, 1);
     uint64_t live = fc_ctx_pool_stats(ctx).tensors_live;
     for (int step = 0; step < 3; step++) {

@@ -34,25 +34,6 @@ TestSuite(autograd_nn, .init = setup, .fini = teardown);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static fc_tensor *var(fc_ctx *c, fc_tensor *t)
-{
-    cr_assert(t, "NULL tensor: %s", fc_ctx_error(c));
-    cr_assert_eq(fc_requires_grad(c, t, 1), FC_OK, "%s", fc_ctx_error(c));
-    return t;
-}
-
-/* sum(y * w) with a fixed random w of y's named shape (f32): every output
- * element gets its own weight, so a misplaced gradient shows. */
-static fc_tensor *weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed)
-{
-    if (!y) return NULL;
-    fc_dim dims[8];
-    for (int i = 0; i < fc_tensor_rank(y); i++) dims[i] = (fc_dim){fc_tensor_axis(y, i), fc_tensor_dim(y, i)};
-    fc_tensor *w = fc_rand_uniform(c, FC_F32, dims, fc_tensor_rank(y), seed, -1.0, 1.0);
-    if (fc_tensor_dtype(y) != FC_F32) y = fc_cast(c, y, FC_F32);
-    return fc_sum(c, fc_mul(c, y, w), FC_NO_AXES);
-}
-
 static fc_tensor *add(fc_ctx *c, fc_tensor *a, fc_tensor *b) { return a ? fc_add(c, a, b) : b; }
 
 static void check(fc_loss_fn f, void *user, fc_tensor *const *in, int n, const fc_gradcheck_opts *o, const char *what)
@@ -86,7 +67,7 @@ static fc_tensor *permuted_var(const fc_dim *dims, int rank, uint64_t seed, doub
     }
     fc_tensor *v = fc_permute(ctx, normal(FC_F32, rev, rank, seed, sd), order, rank);
     cr_assert(v && !fc_tensor_is_contiguous(v), "%s", fc_ctx_error(ctx));
-    return var(ctx, v);
+    return fct_variable(ctx, v);
 }
 
 /* A variable that is a narrowed view (elements [1, 1+size) of axis `axis`,
@@ -98,7 +79,7 @@ static fc_tensor *narrowed_var(const fc_dim *dims, int rank, uint64_t seed, doub
     big[rank - 1].size += 2;
     fc_tensor *v = fc_narrow(ctx, normal(FC_F32, big, rank, seed, sd), dims[rank - 1].name, 1, dims[rank - 1].size);
     cr_assert(v && !fc_tensor_is_contiguous(v), "%s", fc_ctx_error(ctx));
-    return var(ctx, v);
+    return fct_variable(ctx, v);
 }
 
 /* An f32 copy of a half-precision tensor, as a new leaf. */
@@ -109,7 +90,7 @@ static fc_tensor *f32_copy(fc_tensor *t)
 
 static fc_tensor *nvar(const fc_dim *dims, int rank, uint64_t seed, double sd)
 {
-    return var(ctx, normal(FC_F32, dims, rank, seed, sd));
+    return fct_variable(ctx, normal(FC_F32, dims, rank, seed, sd));
 }
 
 /* |got - want| <= tol (1 + |want|) elementwise (any layout). */
@@ -148,7 +129,7 @@ static fc_tensor *gt(const fct_goldens *g, const char *cs, const char *name, con
     char nm[64];
     snprintf(nm, sizeof nm, "%s.%s", cs, name);
     fc_tensor *t = fct_golden_tensor(ctx, fct_golden_get(g, nm), FC_F32, names);
-    return grad ? var(ctx, t) : t;
+    return grad ? fct_variable(ctx, t) : t;
 }
 
 /* sum(y * <case>.<wt>) */
@@ -311,7 +292,7 @@ static fc_tensor *sm_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     if (s->sinks_var) o.sinks = in[i++];
     cr_assert_eq(i, n);
     fc_tensor *y = s->log ? fc_log_softmax(c, in[0], s->axis) : fc_softmax(c, in[0], s->axis, &o);
-    return weighted_sum(c, y, 11);
+    return fct_weighted_sum(c, y, 11, -1.0, 1.0);
 }
 
 Test(autograd_nn, softmax_gradcheck)
@@ -371,18 +352,18 @@ Test(autograd_nn, softmax_half)
     fc_scope sc = fc_scope_begin(ctx);
     const fc_dtype dts[2] = {FC_F16, FC_BF16};
     for (int i = 0; i < 2; i++) {
-        fc_tensor *h = var(ctx, normal(dts[i], FC_SHAPE({"r", 3}, {"c", 6}), 20, 1.0));
-        fc_tensor *f = var(ctx, f32_copy(h));
-        fc_tensor *sh = var(ctx, normal(dts[i], FC_SHAPE({"r", 3}), 21, 1.0));
-        fc_tensor *sf = var(ctx, f32_copy(sh));
-        backward(weighted_sum(ctx, fc_softmax(ctx, h, "c", &(fc_softmax_options){.sinks = sh}), 3));
-        backward(weighted_sum(ctx, fc_softmax(ctx, f, "c", &(fc_softmax_options){.sinks = sf}), 3));
+        fc_tensor *h = fct_variable(ctx, normal(dts[i], FC_SHAPE({"r", 3}, {"c", 6}), 20, 1.0));
+        fc_tensor *f = fct_variable(ctx, f32_copy(h));
+        fc_tensor *sh = fct_variable(ctx, normal(dts[i], FC_SHAPE({"r", 3}), 21, 1.0));
+        fc_tensor *sf = fct_variable(ctx, f32_copy(sh));
+        backward(fct_weighted_sum(ctx, fc_softmax(ctx, h, "c", &(fc_softmax_options){.sinks = sh}), 3, -1.0, 1.0));
+        backward(fct_weighted_sum(ctx, fc_softmax(ctx, f, "c", &(fc_softmax_options){.sinks = sf}), 3, -1.0, 1.0));
         fc_tensor *gh = grad_of(h), *gf = grad_of(f);
         cr_expect_eq(fc_tensor_dtype(gh), FC_F32, "half gradients are f32");
         expect_close(gh, gf, 2e-2, "softmax f16/bf16 x");
         expect_close(grad_of(sh), grad_of(sf), 2e-2, "softmax f16/bf16 sinks");
-        backward(weighted_sum(ctx, fc_log_softmax(ctx, h, "c"), 4));
-        backward(weighted_sum(ctx, fc_log_softmax(ctx, f, "c"), 4));
+        backward(fct_weighted_sum(ctx, fc_log_softmax(ctx, h, "c"), 4, -1.0, 1.0));
+        backward(fct_weighted_sum(ctx, fc_log_softmax(ctx, f, "c"), 4, -1.0, 1.0));
         expect_close(grad_of(h), grad_of(f), 2e-2, "log_softmax f16/bf16");
     }
     fc_scope_end(ctx, sc);
@@ -407,14 +388,14 @@ static fc_tensor *norm_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     fc_tensor *b = s->has_b ? in[i++] : NULL;
     cr_assert_eq(i, n);
     switch (s->op) {
-    case N_RMS: return weighted_sum(c, fc_rmsnorm(c, in[0], w, "d", eps), 5);
-    case N_LAYER: return weighted_sum(c, fc_layernorm(c, in[0], w, b, "d", eps), 6);
+    case N_RMS: return fct_weighted_sum(c, fc_rmsnorm(c, in[0], w, "d", eps), 5, -1.0, 1.0);
+    case N_LAYER: return fct_weighted_sum(c, fc_layernorm(c, in[0], w, b, "d", eps), 6, -1.0, 1.0);
     case N_RMS_RES: case N_RMS_RES_Y: case N_RMS_RES_S: {
         fc_tensor *sum = NULL;
         fc_tensor *y = fc_rmsnorm_residual(c, in[0], res, w, "d", eps, s->op == N_RMS_RES_Y ? NULL : &sum);
-        if (s->op == N_RMS_RES_Y) return weighted_sum(c, y, 7);
-        if (s->op == N_RMS_RES_S) return weighted_sum(c, sum, 8);
-        return add(c, weighted_sum(c, y, 7), weighted_sum(c, sum, 8));
+        if (s->op == N_RMS_RES_Y) return fct_weighted_sum(c, y, 7, -1.0, 1.0);
+        if (s->op == N_RMS_RES_S) return fct_weighted_sum(c, sum, 8, -1.0, 1.0);
+        return add(c, fct_weighted_sum(c, y, 7, -1.0, 1.0), fct_weighted_sum(c, sum, 8, -1.0, 1.0));
     }
     }
     return NULL;
@@ -466,20 +447,20 @@ Test(autograd_nn, norm_half)
 {
     fc_scope sc = fc_scope_begin(ctx);
     for (int wk = 0; wk < 2; wk++) {
-        fc_tensor *xh = var(ctx, normal(FC_F16, FC_SHAPE({"t", 3}, {"d", 8}), 50, 1.0));
-        fc_tensor *rh = var(ctx, normal(FC_F16, FC_SHAPE({"t", 3}, {"d", 8}), 51, 1.0));
-        fc_tensor *wh = var(ctx, normal(wk ? FC_F32 : FC_F16, FC_SHAPE({"d", 8}), 52, 1.0));
-        fc_tensor *xf = var(ctx, f32_copy(xh)), *rf = var(ctx, f32_copy(rh));
-        fc_tensor *wf = var(ctx, f32_copy(wh));
-        backward(weighted_sum(ctx, fc_layernorm(ctx, xh, wh, NULL, "d", 1e-5), 9));
-        backward(weighted_sum(ctx, fc_layernorm(ctx, xf, wf, NULL, "d", 1e-5), 9));
+        fc_tensor *xh = fct_variable(ctx, normal(FC_F16, FC_SHAPE({"t", 3}, {"d", 8}), 50, 1.0));
+        fc_tensor *rh = fct_variable(ctx, normal(FC_F16, FC_SHAPE({"t", 3}, {"d", 8}), 51, 1.0));
+        fc_tensor *wh = fct_variable(ctx, normal(wk ? FC_F32 : FC_F16, FC_SHAPE({"d", 8}), 52, 1.0));
+        fc_tensor *xf = fct_variable(ctx, f32_copy(xh)), *rf = fct_variable(ctx, f32_copy(rh));
+        fc_tensor *wf = fct_variable(ctx, f32_copy(wh));
+        backward(fct_weighted_sum(ctx, fc_layernorm(ctx, xh, wh, NULL, "d", 1e-5), 9, -1.0, 1.0));
+        backward(fct_weighted_sum(ctx, fc_layernorm(ctx, xf, wf, NULL, "d", 1e-5), 9, -1.0, 1.0));
         expect_close(grad_of(xh), grad_of(xf), 2e-2, "layernorm f16 x");
         expect_close(grad_of(wh), grad_of(wf), 2e-2, "layernorm f16 weight");
         fc_tensor *sh = NULL, *sf = NULL;
         fc_tensor *yh = fc_rmsnorm_residual(ctx, xh, rh, wh, "d", 1e-5, &sh);
         fc_tensor *yf = fc_rmsnorm_residual(ctx, xf, rf, wf, "d", 1e-5, &sf);
-        backward(add(ctx, weighted_sum(ctx, yh, 10), weighted_sum(ctx, sh, 11)));
-        backward(add(ctx, weighted_sum(ctx, yf, 10), weighted_sum(ctx, sf, 11)));
+        backward(add(ctx, fct_weighted_sum(ctx, yh, 10, -1.0, 1.0), fct_weighted_sum(ctx, sh, 11, -1.0, 1.0)));
+        backward(add(ctx, fct_weighted_sum(ctx, yf, 10, -1.0, 1.0), fct_weighted_sum(ctx, sf, 11, -1.0, 1.0)));
         /* the f16 sum is rounded once; the f32 one is not: looser */
         expect_close(grad_of(xh), grad_of(xf), 3e-2, "rmsnorm_residual f16 x");
         expect_close(grad_of(rh), grad_of(rf), 3e-2, "rmsnorm_residual f16 residual");
@@ -499,7 +480,7 @@ static fc_tensor *rope_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
     const rope_case *s = u;
-    return weighted_sum(c, fc_rope(c, in[0], s->pos, &s->o), 12);
+    return fct_weighted_sum(c, fc_rope(c, in[0], s->pos, &s->o), 12, -1.0, 1.0);
 }
 
 static fc_tensor *positions(fc_dtype dt, const char *axis, const int64_t *v, int64_t n)
@@ -563,7 +544,7 @@ static fc_tensor *attn_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     if (s->sinks_var) o.sinks = in[i++];
     cr_assert_eq(i, n);
     cr_assert(k && v, "the attention cases make k and v variables");
-    return weighted_sum(c, fc_attention(c, in[0], k, v, &o), 13);
+    return fct_weighted_sum(c, fc_attention(c, in[0], k, v, &o), 13, -1.0, 1.0);
 }
 
 Test(autograd_nn, attention_gradcheck)
@@ -614,11 +595,11 @@ Test(autograd_nn, attention_f16_kv)
     attn_case s = {.o = {.causal = 1}, .kv_var = 1};
     fc_tensor *in[3] = {
         nvar(FC_SHAPE({"seq", 3}, {"head", 2}, {"d", 4}), 100, 1.0),
-        var(ctx, normal(FC_F16, FC_SHAPE({"kv_seq", 3}, {"kv_head", 1}, {"d", 4}), 101, 1.0)),
-        var(ctx, normal(FC_F16, FC_SHAPE({"kv_seq", 3}, {"kv_head", 1}, {"d", 4}), 102, 1.0)),
+        fct_variable(ctx, normal(FC_F16, FC_SHAPE({"kv_seq", 3}, {"kv_head", 1}, {"d", 4}), 101, 1.0)),
+        fct_variable(ctx, normal(FC_F16, FC_SHAPE({"kv_seq", 3}, {"kv_head", 1}, {"d", 4}), 102, 1.0)),
     };
     check(attn_loss, &s, in, 3, &(fc_gradcheck_opts){.eps = 1.5e-2, .atol = 2e-3, .rtol = 1e-2}, "attention f16 k/v");
-    backward(weighted_sum(ctx, fc_attention(ctx, in[0], in[1], in[2], &s.o), 1));
+    backward(fct_weighted_sum(ctx, fc_attention(ctx, in[0], in[1], in[2], &s.o), 1, -1.0, 1.0));
     fc_tensor *gk = grad_of(in[1]);
     cr_expect_eq(fc_tensor_dtype(gk), FC_F32);
     cr_expect_str_eq(fc_tensor_axis(gk, 1), "kv_head");
@@ -631,16 +612,16 @@ Test(autograd_nn, attention_f16_kv)
 
 static void attention_grads(fc_ctx *c, fc_tensor **out)
 {
-    fc_tensor *q = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"b", 2}, {"seq", 17}, {"head", 4}, {"d", 8}), 1, 0, 1));
-    fc_tensor *k = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"b", 2}, {"kv_seq", 23}, {"kv_head", 2}, {"d", 8}), 2, 0, 1));
-    fc_tensor *v = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"kv_seq", 23}, {"kv_head", 2}, {"d", 8}), 3, 0, 1));
-    fc_tensor *m = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"seq", 17}, {"kv_seq", 23}), 4, 0, 1));
-    fc_tensor *sk = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"head", 4}), 5, 0, 1));
+    fc_tensor *q = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"b", 2}, {"seq", 17}, {"head", 4}, {"d", 8}), 1, 0, 1));
+    fc_tensor *k = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"b", 2}, {"kv_seq", 23}, {"kv_head", 2}, {"d", 8}), 2, 0, 1));
+    fc_tensor *v = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"kv_seq", 23}, {"kv_head", 2}, {"d", 8}), 3, 0, 1));
+    fc_tensor *m = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"seq", 17}, {"kv_seq", 23}), 4, 0, 1));
+    fc_tensor *sk = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"head", 4}), 5, 0, 1));
     fc_attention_options o = {.causal = 1, .q_pos0 = 6, .softcap = 4, .mask = m, .sinks = sk};
     fc_tensor *y = fc_attention(c, q, k, v, &o);
     /* a second attention on the first's output: two records in one pass */
     fc_tensor *y2 = fc_attention(c, y, k, v, &(fc_attention_options){.window = 5});
-    fc_tensor *loss = add(c, weighted_sum(c, y, 7), weighted_sum(c, y2, 8));
+    fc_tensor *loss = add(c, fct_weighted_sum(c, y, 7, -1.0, 1.0), fct_weighted_sum(c, y2, 8, -1.0, 1.0));
     cr_assert_eq(fc_backward(c, loss), FC_OK, "%s", fc_ctx_error(c));
     fc_tensor *vars[5] = {q, k, v, m, sk};
     for (int i = 0; i < 5; i++) {
@@ -668,15 +649,15 @@ Test(autograd_nn, errors)
     fc_scope sc = fc_scope_begin(ctx);
     /* freq_factors are not differentiable: refused at backward, by name */
     fc_tensor *x = nvar(FC_SHAPE({"seq", 2}, {"d", 4}), 110, 1.0);
-    fc_tensor *ff = var(ctx, fc_full(ctx, FC_F32, FC_SHAPE({"f", 2}), 1.0));
+    fc_tensor *ff = fct_variable(ctx, fc_full(ctx, FC_F32, FC_SHAPE({"f", 2}), 1.0));
     fc_tensor *pos = positions(FC_I64, "seq", (const int64_t[]){0, 1}, 2);
     fc_tensor *y = fc_rope(ctx, x, pos, &(fc_rope_options){.freq_factors = ff});
     cr_assert(y, "%s", fc_ctx_error(ctx));
-    cr_expect_eq(fc_backward(ctx, weighted_sum(ctx, y, 1)), FC_ERR_STATE);
+    cr_expect_eq(fc_backward(ctx, fct_weighted_sum(ctx, y, 1, -1.0, 1.0)), FC_ERR_STATE);
     fct_expect_error(ctx, FC_ERR_STATE, "fc_rope", "freq_factors");
     /* the same graph with a detached view of freq_factors works */
     y = fc_rope(ctx, x, pos, &(fc_rope_options){.freq_factors = fc_detach(ctx, ff)});
-    cr_expect_eq(fc_backward(ctx, weighted_sum(ctx, y, 1)), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect_eq(fc_backward(ctx, fct_weighted_sum(ctx, y, 1, -1.0, 1.0)), FC_OK, "%s", fc_ctx_error(ctx));
     fc_zero_grad(ctx, x);
 
     /* the saved softmax output modified in place (back-propagating from
@@ -692,7 +673,7 @@ Test(autograd_nn, errors)
     fc_tensor *k = normal(FC_F32, FC_SHAPE({"kv_seq", 2}, {"kv_head", 2}, {"d", 2}), 112, 1.0);
     y = fc_attention(ctx, q, k, k, NULL);
     cr_assert(y, "%s", fc_ctx_error(ctx));
-    cr_expect_eq(fc_backward(ctx, weighted_sum(ctx, y, 3)), FC_ERR_SHAPE);
+    cr_expect_eq(fc_backward(ctx, fct_weighted_sum(ctx, y, 3, -1.0, 1.0)), FC_ERR_SHAPE);
     fct_expect_error(ctx, FC_ERR_SHAPE, "fc_attention", "rank");
     fc_scope_end(ctx, sc);
 }

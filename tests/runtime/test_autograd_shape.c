@@ -24,24 +24,6 @@ static void setup(void) { ctx = fct_suite_begin(2); }
 static void teardown(void) { fct_suite_end(ctx); }
 TestSuite(autograd_shape, .init = setup, .fini = teardown);
 
-static fc_tensor *var(fc_ctx *c, fc_tensor *t)
-{
-    cr_assert(t, "NULL tensor: %s", fc_ctx_error(c));
-    cr_assert_eq(fc_requires_grad(c, t, 1), FC_OK, "%s", fc_ctx_error(c));
-    return t;
-}
-
-/* sum(y * w) with a fixed random w of y's named shape: every output element
- * gets its own weight, so a misplaced gradient shows. */
-static fc_tensor *weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed)
-{
-    if (!y) return NULL;
-    fc_dim dims[8];
-    for (int i = 0; i < fc_tensor_rank(y); i++) dims[i] = (fc_dim){fc_tensor_axis(y, i), fc_tensor_dim(y, i)};
-    fc_tensor *w = fc_rand_uniform(c, fc_tensor_dtype(y), dims, fc_tensor_rank(y), seed, 0.5, 1.5);
-    return fc_sum(c, fc_mul(c, y, w), FC_NO_AXES);
-}
-
 static fc_tensor *add(fc_ctx *c, fc_tensor *a, fc_tensor *b) { return a ? fc_add(c, a, b) : b; }
 
 /* fc_gradcheck, after checking that one backward pass gives every input a
@@ -83,7 +65,7 @@ static fc_tensor *strided_var(fc_dtype dt, const fc_dim *dims, int rank, uint64_
     fc_tensor *base = fc_rand_normal(ctx, dt, rev, rank, seed, 0, 1);
     fc_tensor *v = fc_permute(ctx, base, order, rank);
     cr_assert(v && !fc_tensor_is_contiguous(v), "%s", fc_ctx_error(ctx));
-    return var(ctx, v);
+    return fct_variable(ctx, v);
 }
 
 static fc_tensor *ids_tensor(fc_ctx *c, fc_dtype dt, const fc_dim *dims, int rank, const int64_t *v)
@@ -106,13 +88,13 @@ static fc_tensor *join_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     (void)n;
     fc_tensor *a = in[0], *b = in[1], *d = in[2]; /* a [i=2, j=3], b [j=4, i=2] strided, d [i=2, j=1] */
     /* The same variable twice: both stretches add up. */
-    fc_tensor *l = weighted_sum(c, fc_concat(c, (fc_tensor *[]){a, b, d, a}, 4, "j"), 1);
+    fc_tensor *l = fct_weighted_sum(c, fc_concat(c, (fc_tensor *[]){a, b, d, a}, 4, "j"), 1, 0.5, 1.5);
     fc_tensor *bn = fc_narrow(c, b, "j", 1, 3);
-    l = add(c, l, weighted_sum(c, fc_stack(c, (fc_tensor *[]){a, bn, a}, 3, "s", 1), 2));
+    l = add(c, l, fct_weighted_sum(c, fc_stack(c, (fc_tensor *[]){a, bn, a}, 3, "s", 1), 2, 0.5, 1.5));
     fc_tensor *parts[3];
     cr_assert_eq(fc_split(c, b, "j", (const int64_t[]){1, 2, 1}, 3, parts), FC_OK, "%s", fc_ctx_error(c));
-    l = add(c, l, weighted_sum(c, fc_mul(c, parts[0], parts[0]), 3));
-    l = add(c, l, weighted_sum(c, fc_exp(c, parts[2]), 4));
+    l = add(c, l, fct_weighted_sum(c, fc_mul(c, parts[0], parts[0]), 3, 0.5, 1.5));
+    l = add(c, l, fct_weighted_sum(c, fc_exp(c, parts[2]), 4, 0.5, 1.5));
     /* parts[1] unused: its stretch of b gets no gradient from the split.
      * (The parts belong to fc_gradcheck's scope.) */
     return l;
@@ -122,9 +104,9 @@ Test(autograd_shape, concat_stack_split)
 {
     fc_scope sc = fc_scope_begin(ctx);
     fc_tensor *in[3] = {
-        var(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 3}), 1, 0, 1)),
+        fct_variable(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 3}), 1, 0, 1)),
         strided_var(FC_F64, FC_SHAPE({"j", 4}, {"i", 2}), 2),
-        var(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 1}), 3, 0, 1)),
+        fct_variable(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 1}), 3, 0, 1)),
     };
     check(join_loss, NULL, in, 3, NULL, "concat/stack/split");
     fc_scope_end(ctx, sc);
@@ -135,10 +117,10 @@ static fc_tensor *move_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     (void)u;
     (void)n;
     fc_tensor *x = in[0]; /* [i=3, j=4], strided */
-    fc_tensor *l = weighted_sum(c, fc_pad(c, x, "j", 1, 2, 0.5), 5);
-    l = add(c, l, weighted_sum(c, fc_repeat(c, x, "i", 3), 6));
-    l = add(c, l, weighted_sum(c, fc_flip(c, x, "j"), 7));
-    l = add(c, l, weighted_sum(c, fc_flip(c, fc_repeat(c, fc_pad(c, fc_sqr(c, x), "i", 2, 0, 1.0), "j", 2), "i"), 8));
+    fc_tensor *l = fct_weighted_sum(c, fc_pad(c, x, "j", 1, 2, 0.5), 5, 0.5, 1.5);
+    l = add(c, l, fct_weighted_sum(c, fc_repeat(c, x, "i", 3), 6, 0.5, 1.5));
+    l = add(c, l, fct_weighted_sum(c, fc_flip(c, x, "j"), 7, 0.5, 1.5));
+    l = add(c, l, fct_weighted_sum(c, fc_flip(c, fc_repeat(c, fc_pad(c, fc_sqr(c, x), "i", 2, 0, 1.0), "j", 2), "i"), 8, 0.5, 1.5));
     return l;
 }
 
@@ -157,9 +139,9 @@ static fc_tensor *rows_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     (void)n;
     fc_tensor *const *ix = u; /* ids [b=2, s=3] i64, one id (rank 0) i32, idx [m=6] i32 */
     fc_tensor *table = in[0], *x = in[1];
-    fc_tensor *l = weighted_sum(c, fc_get_rows(c, table, ix[0]), 11);
-    l = add(c, l, weighted_sum(c, fc_get_rows(c, table, ix[1]), 12));
-    l = add(c, l, weighted_sum(c, fc_index_select(c, x, "n", ix[2]), 13));
+    fc_tensor *l = fct_weighted_sum(c, fc_get_rows(c, table, ix[0]), 11, 0.5, 1.5);
+    l = add(c, l, fct_weighted_sum(c, fc_get_rows(c, table, ix[1]), 12, 0.5, 1.5));
+    l = add(c, l, fct_weighted_sum(c, fc_index_select(c, x, "n", ix[2]), 13, 0.5, 1.5));
     return l;
 }
 
@@ -183,15 +165,15 @@ static fc_tensor *pick_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     (void)n;
     fc_tensor *const *ix = u;
     fc_tensor *x = in[0], *t = in[1], *src = in[2];
-    fc_tensor *l = weighted_sum(c, fc_gather(c, x, "j", ix[0]), 21);
-    l = add(c, l, weighted_sum(c, fc_scatter_add(c, t, "j", ix[1], src), 22));
+    fc_tensor *l = fct_weighted_sum(c, fc_gather(c, x, "j", ix[0]), 21, 0.5, 1.5);
+    l = add(c, l, fct_weighted_sum(c, fc_scatter_add(c, t, "j", ix[1], src), 22, 0.5, 1.5));
     fc_tensor *v = NULL, *id = NULL;
     cr_assert_eq(fc_topk(c, x, "j", 3, 1, &v, &id), FC_OK, "%s", fc_ctx_error(c));
-    l = add(c, l, weighted_sum(c, v, 23));
+    l = add(c, l, fct_weighted_sum(c, v, 23, 0.5, 1.5));
     /* Values only: the record computes the indices it needs itself. */
     fc_tensor *v2 = NULL;
     cr_assert_eq(fc_topk(c, x, "i", 2, 0, &v2, NULL), FC_OK, "%s", fc_ctx_error(c));
-    l = add(c, l, weighted_sum(c, v2, 24));
+    l = add(c, l, fct_weighted_sum(c, v2, 24, 0.5, 1.5));
     return l;
 }
 
@@ -205,7 +187,7 @@ Test(autograd_shape, gather_scatter_add_topk)
         ids_tensor(ctx, FC_I32, FC_SHAPE({"i", 3}, {"j", 5}), (const int64_t[]){1, 1, 0, 3, 1, 2, 2, 2, 0, 0, 3, 0, 1, 3, 3}),
     };
     fc_tensor *in[3] = {strided_var(FC_F64, FC_SHAPE({"i", 3}, {"j", 4}), 30),
-                        var(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 3}, {"j", 4}), 31, 0, 1)),
+                        fct_variable(ctx, fc_rand_normal(ctx, FC_F64, FC_SHAPE({"i", 3}, {"j", 4}), 31, 0, 1)),
                         strided_var(FC_F64, FC_SHAPE({"i", 3}, {"j", 6}), 32)};
     check(pick_loss, ix, in, 3, NULL, "gather/scatter_add/topk");
     /* The unread column of src gets an exact zero. */
@@ -226,7 +208,7 @@ static fc_tensor *ce_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
     const ce_case *k = u;
-    return weighted_sum(c, fc_cross_entropy(c, in[0], k->targets, k->axis, &k->o), 40);
+    return fct_weighted_sum(c, fc_cross_entropy(c, in[0], k->targets, k->axis, &k->o), 40, 0.5, 1.5);
 }
 
 Test(autograd_shape, cross_entropy_every_option)
@@ -249,11 +231,11 @@ Test(autograd_shape, cross_entropy_every_option)
                 check(ce_loss, &k, &x, 1, NULL, what);
             }
     /* Class axis first, a rank-0 target (one row). */
-    fc_tensor *x1 = var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c", 6}), 42, 0, 2));
+    fc_tensor *x1 = fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c", 6}), 42, 0, 2));
     ce_case k1 = {ids_tensor(ctx, FC_I32, FC_SCALAR, (const int64_t[]){3}), "c", {.label_smoothing = 0.3f}};
     check(ce_loss, &k1, &x1, 1, NULL, "cross_entropy one row");
     /* Positional names, classes last. */
-    fc_tensor *xp = var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 4}, {NULL, 3}), 43, 0, 2));
+    fc_tensor *xp = fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 4}, {NULL, 3}), 43, 0, 2));
     ce_case kp = {ids_tensor(ctx, FC_I64, FC_SHAPE({NULL, 4}), (const int64_t[]){2, 0, 1, 1}), "_1",
                   {.reduction = FC_REDUCE_NONE, .label_smoothing = 0.1f}};
     check(ce_loss, &kp, &xp, 1, NULL, "cross_entropy positional");
@@ -263,7 +245,7 @@ Test(autograd_shape, cross_entropy_every_option)
 Test(autograd_shape, cross_entropy_all_ignored_gives_zero_gradient)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *x = var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"n", 3}, {"c", 4}), 44, 0, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"n", 3}, {"c", 4}), 44, 0, 1));
     fc_tensor *t = ids_tensor(ctx, FC_I64, FC_SHAPE({"n", 3}), (const int64_t[]){-100, -100, -100});
     fc_tensor *l = fc_cross_entropy(ctx, x, t, "c", &(fc_ce_options){.label_smoothing = 0.1f});
     cr_assert(l && isnan(fc_tensor_item(l)));
@@ -282,12 +264,12 @@ Test(autograd_shape, cross_entropy_half_logits)
     fc_tensor *t = ids_tensor(ctx, FC_I32, FC_SHAPE({"n", 4}), (const int64_t[]){1, 0, 7, 3});
     fc_dtype dts[2] = {FC_F16, FC_BF16};
     for (int k = 0; k < 2; k++) {
-        fc_tensor *h = var(ctx, fc_rand_normal(ctx, dts[k], FC_SHAPE({"c", 8}, {"n", 4}), 45, 0, 2));
-        fc_tensor *f = var(ctx, fc_cast(ctx, fc_detach(ctx, h), FC_F32));
+        fc_tensor *h = fct_variable(ctx, fc_rand_normal(ctx, dts[k], FC_SHAPE({"c", 8}, {"n", 4}), 45, 0, 2));
+        fc_tensor *f = fct_variable(ctx, fc_cast(ctx, fc_detach(ctx, h), FC_F32));
         fc_ce_options o = {.label_smoothing = 0.1f, .ignore_index = 7, .set_ignore_index = 1};
-        cr_assert_eq(fc_backward(ctx, weighted_sum(ctx, fc_cross_entropy(ctx, h, t, "c", &o), 46)), FC_OK, "%s",
+        cr_assert_eq(fc_backward(ctx, fct_weighted_sum(ctx, fc_cross_entropy(ctx, h, t, "c", &o), 46, 0.5, 1.5)), FC_OK, "%s",
                      fc_ctx_error(ctx));
-        cr_assert_eq(fc_backward(ctx, weighted_sum(ctx, fc_cross_entropy(ctx, f, t, "c", &o), 46)), FC_OK, "%s",
+        cr_assert_eq(fc_backward(ctx, fct_weighted_sum(ctx, fc_cross_entropy(ctx, f, t, "c", &o), 46, 0.5, 1.5)), FC_OK, "%s",
                      fc_ctx_error(ctx));
         fc_tensor *gh = fc_grad(ctx, h), *gf = fc_grad(ctx, f);
         cr_assert(gh && gf);
@@ -301,7 +283,7 @@ Test(autograd_shape, cross_entropy_half_logits)
 static fc_tensor *mse_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
 {
     (void)n;
-    return weighted_sum(c, fc_mse(c, in[0], in[1], (fc_reduction)(intptr_t)u), 50);
+    return fct_weighted_sum(c, fc_mse(c, in[0], in[1], (fc_reduction)(intptr_t)u), 50, 0.5, 1.5);
 }
 
 Test(autograd_shape, mse_broadcast_by_name_and_from_the_right)
@@ -309,11 +291,11 @@ Test(autograd_shape, mse_broadcast_by_name_and_from_the_right)
     fc_scope sc = fc_scope_begin(ctx);
     /* By name: b [j] against a [i, j] (strided), and b2 [k, i] adding an axis. */
     fc_tensor *named[2] = {strided_var(FC_F32, FC_SHAPE({"i", 3}, {"j", 4}), 51),
-                           var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"j", 4}), 52, 0, 1))};
-    fc_tensor *named2[2] = {named[0], var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"k", 2}, {"i", 3}), 53, 0, 1))};
+                           fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"j", 4}), 52, 0, 1))};
+    fc_tensor *named2[2] = {named[0], fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"k", 2}, {"i", 3}), 53, 0, 1))};
     /* Positional: [4] against [3, 4] aligns from the right; [3, 1] broadcasts. */
-    fc_tensor *pos[2] = {var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 3}, {NULL, 1}), 54, 0, 1)),
-                         var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 4}), 55, 0, 1))};
+    fc_tensor *pos[2] = {fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 3}, {NULL, 1}), 54, 0, 1)),
+                         fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({NULL, 4}), 55, 0, 1))};
     for (int red = 0; red < 3; red++) {
         void *u = (void *)(intptr_t)red;
         check(mse_loss, u, named, 2, NULL, "mse by name");
@@ -332,7 +314,7 @@ static fc_tensor *conv_loss(fc_ctx *c, void *u, fc_tensor *const *in, int n)
     const conv_case *k = u;
     fc_tensor *b = n > 2 ? in[2] : NULL;
     fc_tensor *y = k->transpose ? fc_conv_transpose1d(c, in[0], in[1], b, &k->t) : fc_conv1d(c, in[0], in[1], b, &k->o);
-    return weighted_sum(c, y, 60);
+    return fct_weighted_sum(c, y, 60, 0.5, 1.5);
 }
 
 /* The loss is linear in each operand, so a large step is exact up to
@@ -345,20 +327,20 @@ Test(autograd_shape, conv1d)
     /* x in [t, b, c] order (strided), weight in [k, c, c_out] order. */
     fc_tensor *in[3] = {strided_var(FC_F32, FC_SHAPE({"t", 9}, {"b", 2}, {"c", 4}), 61),
                         strided_var(FC_F32, FC_SHAPE({"k", 3}, {"c", 2}, {"c_out", 6}), 62),
-                        var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 6}), 63, 0, 1))};
+                        fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 6}), 63, 0, 1))};
     conv_case k = {0, {.stride = 2, .padding = {1, 2}, .dilation = 2, .groups = 2}, {0}};
     check(conv_loss, &k, in, 3, &conv_tol, "conv1d grouped");
     /* The last two inputs feed no window (stride 4); no bias, no batch
      * axis, custom axis names. */
-    fc_tensor *in2[2] = {var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"ch", 3}, {"time", 14}), 64, 0, 1)),
-                         var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"o", 2}, {"ch", 3}, {"tap", 4}), 65, 0, 1))};
+    fc_tensor *in2[2] = {fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"ch", 3}, {"time", 14}), 64, 0, 1)),
+                         fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"o", 2}, {"ch", 3}, {"tap", 4}), 65, 0, 1))};
     conv_case k2 = {0, {.channel_axis = "ch", .time_axis = "time", .out_axis = "o", .kernel_axis = "tap", .stride = 4},
                     {0}};
     check(conv_loss, &k2, in2, 2, &conv_tol, "conv1d tail");
     /* Depthwise with two batch axes. */
-    fc_tensor *in3[3] = {var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"b", 2}, {"c", 3}, {"e", 2}, {"t", 7}), 66, 0, 1)),
-                         var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 3}, {"c", 1}, {"k", 3}), 67, 0, 1)),
-                         var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 3}), 68, 0, 1))};
+    fc_tensor *in3[3] = {fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"b", 2}, {"c", 3}, {"e", 2}, {"t", 7}), 66, 0, 1)),
+                         fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 3}, {"c", 1}, {"k", 3}), 67, 0, 1)),
+                         fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 3}), 68, 0, 1))};
     conv_case k3 = {0, {.padding = {2, 0}, .groups = 3}, {0}};
     check(conv_loss, &k3, in3, 3, &conv_tol, "conv1d depthwise causal");
     fc_scope_end(ctx, sc);
@@ -369,13 +351,13 @@ Test(autograd_shape, conv_transpose1d)
     fc_scope sc = fc_scope_begin(ctx);
     fc_tensor *in[3] = {strided_var(FC_F32, FC_SHAPE({"c", 4}, {"b", 2}, {"t", 5}), 71),
                         strided_var(FC_F32, FC_SHAPE({"c", 4}, {"k", 3}, {"c_out", 3}), 72),
-                        var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 6}), 73, 0, 1))};
+                        fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c_out", 6}), 73, 0, 1))};
     conv_case k = {1, {0}, {.stride = 2, .padding = {1, 2}, .output_padding = 1, .dilation = 2, .groups = 2}};
     check(conv_loss, &k, in, 3, &conv_tol, "conv_transpose1d grouped");
     /* output_padding >= stride (dilation 3): the plain convolution of the
      * gradient is longer than x and is cut. */
-    fc_tensor *in2[2] = {var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"b", 1}, {"c", 2}, {"t", 6}), 74, 0, 1)),
-                         var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c", 2}, {"c_out", 3}, {"k", 2}), 75, 0, 1))};
+    fc_tensor *in2[2] = {fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"b", 1}, {"c", 2}, {"t", 6}), 74, 0, 1)),
+                         fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"c", 2}, {"c_out", 3}, {"k", 2}), 75, 0, 1))};
     conv_case k2 = {1, {0}, {.stride = 1, .padding = {1, 1}, .output_padding = 2, .dilation = 3}};
     check(conv_loss, &k2, in2, 2, &conv_tol, "conv_transpose1d output_padding");
     fc_scope_end(ctx, sc);
@@ -426,7 +408,7 @@ static void expect_grad(const char *op, const char *name, fc_tensor *x, double t
     free(v);
 }
 
-static fc_tensor *gvar(const char *key, fc_dtype dt, const char *const *names) { return var(ctx, gload(key, dt, names)); }
+static fc_tensor *gvar(const char *key, fc_dtype dt, const char *const *names) { return fct_variable(ctx, gload(key, dt, names)); }
 
 Test(autograd_shape, structure_and_index_ops_match_pytorch)
 {
@@ -568,24 +550,24 @@ Test(autograd_shape, losses_and_convolutions_match_pytorch)
 /* Sizes past the ops' parallel thresholds, with many repeated indices. */
 static void thread_grads(fc_ctx *c, fc_tensor **out)
 {
-    fc_tensor *table = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"v", 50}, {"d", 512}), 80, 0, 1));
+    fc_tensor *table = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"v", 50}, {"d", 512}), 80, 0, 1));
     int64_t idv[300];
     for (int i = 0; i < 300; i++) idv[i] = (i * 7919) % 50;
     fc_tensor *ids = ids_tensor(c, FC_I64, FC_SHAPE({"n", 300}), idv);
-    fc_tensor *x = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"a", 64}, {"b", 128}), 81, 0, 1));
-    fc_tensor *src = var(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"a", 64}, {"b", 1024}), 82, 0, 1));
+    fc_tensor *x = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"a", 64}, {"b", 128}), 81, 0, 1));
+    fc_tensor *src = fct_variable(c, fc_rand_normal(c, FC_F32, FC_SHAPE({"a", 64}, {"b", 1024}), 82, 0, 1));
     fc_tensor *idx = fc_empty(c, FC_I32, FC_SHAPE({"a", 64}, {"b", 1024}));
     int32_t *ip = fc_tensor_data(idx);
     for (int i = 0; i < 64 * 1024; i++) ip[i] = (int32_t)((i * 131) % 128);
-    fc_tensor *logits = var(c, fc_rand_normal(c, FC_BF16, FC_SHAPE({"k", 301}, {"r", 256}), 83, 0, 3));
+    fc_tensor *logits = fct_variable(c, fc_rand_normal(c, FC_BF16, FC_SHAPE({"k", 301}, {"r", 256}), 83, 0, 3));
     int64_t tv[256];
     for (int i = 0; i < 256; i++) tv[i] = i % 9 == 0 ? -100 : (i * 37) % 301;
     fc_tensor *tg = ids_tensor(c, FC_I64, FC_SHAPE({"r", 256}), tv);
 
-    fc_tensor *l = weighted_sum(c, fc_get_rows(c, table, ids), 84);
-    l = fc_add(c, l, weighted_sum(c, fc_index_select(c, table, "d", idx ? fc_select(c, idx, "a", 0) : NULL), 85));
-    l = fc_add(c, l, weighted_sum(c, fc_gather(c, x, "b", idx), 86));
-    l = fc_add(c, l, weighted_sum(c, fc_scatter_add(c, x, "b", idx, src), 87));
+    fc_tensor *l = fct_weighted_sum(c, fc_get_rows(c, table, ids), 84, 0.5, 1.5);
+    l = fc_add(c, l, fct_weighted_sum(c, fc_index_select(c, table, "d", idx ? fc_select(c, idx, "a", 0) : NULL), 85, 0.5, 1.5));
+    l = fc_add(c, l, fct_weighted_sum(c, fc_gather(c, x, "b", idx), 86, 0.5, 1.5));
+    l = fc_add(c, l, fct_weighted_sum(c, fc_scatter_add(c, x, "b", idx, src), 87, 0.5, 1.5));
     fc_tensor *ce = fc_cross_entropy(c, logits, tg, "k", &(fc_ce_options){.label_smoothing = 0.1f});
     l = fc_add(c, l, fc_mul_scalar(c, ce, 3.0));
     cr_assert_eq(fc_backward(c, l), FC_OK, "%s", fc_ctx_error(c));
@@ -611,7 +593,7 @@ Test(autograd_shape, gradients_do_not_depend_on_the_thread_count)
 Test(autograd_shape, errors)
 {
     fc_scope sc = fc_scope_begin(ctx);
-    fc_tensor *table = var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"v", 4}, {"d", 3}), 90, 0, 1));
+    fc_tensor *table = fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"v", 4}, {"d", 3}), 90, 0, 1));
     /* Indices changed in place after the forward: refused before anything runs. */
     fc_tensor *ids = ids_tensor(ctx, FC_I32, FC_SHAPE({"n", 3}), (const int64_t[]){3, 1, 3});
     fc_tensor *l = fc_sum(ctx, fc_get_rows(ctx, table, ids), FC_NO_AXES);
@@ -631,7 +613,7 @@ Test(autograd_shape, errors)
     fc_ctx_clear_error(ctx);
     /* fc_set_slice is in place: it records nothing, and writing into an
      * operand a record kept is caught by the version check. */
-    fc_tensor *x = var(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 3}), 91, 0, 1));
+    fc_tensor *x = fct_variable(ctx, fc_rand_normal(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 3}), 91, 0, 1));
     fc_tensor *dst = fc_zeros(ctx, FC_F32, FC_SHAPE({"i", 2}, {"j", 5}));
     cr_assert_eq(fc_set_slice(ctx, dst, "j", 1, x), FC_OK);
     cr_expect(!fc_tensor_requires_grad(dst));
@@ -643,7 +625,7 @@ Test(autograd_shape, errors)
               fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
     /* Failing forwards with variables record nothing and leak nothing. */
-    fc_tensor *x64 = var(ctx, fc_zeros(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 3})));
+    fc_tensor *x64 = fct_variable(ctx, fc_zeros(ctx, FC_F64, FC_SHAPE({"i", 2}, {"j", 3})));
     cr_expect_null(fc_concat(ctx, (fc_tensor *[]){x, x64}, 2, "j"));
     fct_expect_error(ctx, FC_ERR_DTYPE, "fc_concat", "j");
     cr_expect_null(fc_gather(ctx, x, "j", ids_tensor(ctx, FC_I64, FC_SHAPE({"i", 2}, {"j", 1}), (const int64_t[]){0, 3})));
