@@ -19,7 +19,10 @@
  * exp(x - m)), O_acc (running sum of exp(x - m) V). A block with max mx
  * gives m' = max(m, mx), alpha = exp(m - m'), l = l*alpha + sum exp(x - m'),
  * O_acc = O_acc*alpha + P·V. The final O = O_acc / l (with a sink s:
- * m'' = max(m, s), O = O_acc e^(m-m'') / (l e^(m-m'') + e^(s-m''))).
+ * m'' = max(m, s), O = O_acc e^(m-m'') / (l e^(m-m'') + e^(s-m''))). In
+ * the chunk's last key block each MR-row panel's outputs are stored right
+ * after its P·V (the rows are final, their O_acc still in L1), and a
+ * panel's first P·V writes O_acc instead of adding to zeros.
  *
  * Logits: Q is gathered times scale (or scale/softcap), so S = Q·Kᵀ is
  * already scaled; per row one max pass remains, then per MR-row panel one
@@ -34,8 +37,9 @@
  * regions): gathered and packed Q (rows_pad*dk each, times the KV heads in
  * split mode), packed K block (bc*dk), packed V block (bc*dv_pad), one panel
  * of S (MR*bc) and of packed P (MR*bc), O_acc (rows_pad*dv_pad), m and l
- * (rows_pad), and for f16 or staged K/V the widened K and V blocks (bc*dk,
- * bc*dv). */
+ * (rows_pad), a flag per panel (and ATTN_KEEP's head tag), and for f16 or
+ * staged K/V the widened K and V rows (NR*dk, NR*dv; split mode with f16
+ * rows widened whole: bc rows of all heads). */
 #include "exec/attention.h"
 
 #include <math.h>
@@ -149,13 +153,23 @@ static int gemm_geometry(int64_t *mr, int64_t *nr)
  *                 pre-pass, and every query block of that head reads them
  *                 (used when a head has several query blocks and the packed
  *                 K/V fit in FC_ATTN_PREPACK_MAX_BYTES).
+ *   ATTN_KEEP     as PREPACK when all keys are one block: no pre-pass and no
+ *                 shared region; chunks go head-major (all query blocks of
+ *                 KV head 0, then head 1, ...) and each worker packs the
+ *                 block of the head it is on into its own slice and keeps it
+ *                 for its next chunks, so the packed K/V (256 KB each at
+ *                 512 keys, d = 128) are read from L2, not written to memory
+ *                 and read back (the micro-kernel ran at ~72% of peak in
+ *                 a 512-token prefill with the pre-pass, ~80% with this).
+ *                 With 2 threads a head is mostly packed by both workers;
+ *                 that measured no slower than the shared pre-pass.
  *   ATTN_SPLIT    few rows (decode): chunks are key ranges of split_len keys
  *                 over all KV heads; each writes per-row partial (m, l, O)
  *                 triples, merged afterwards in split order. Within a chunk,
  *                 key blocks are outer and heads inner, so K/V rows are read
  *                 in address order (one [token, head, dim] row after the
  *                 other) instead of one head's rows at the token stride. */
-enum { ATTN_LAZY = 0, ATTN_PREPACK = 1, ATTN_SPLIT = 2 };
+enum { ATTN_LAZY = 0, ATTN_PREPACK = 1, ATTN_SPLIT = 2, ATTN_KEEP = 3 };
 
 /* Split mode: used when one query block of all tokens has at most
  * FC_ATTN_SPLIT_MAX_PANELS panels of rows per KV head. A split is a whole
@@ -165,8 +179,10 @@ enum { ATTN_LAZY = 0, ATTN_PREPACK = 1, ATTN_SPLIT = 2 };
 #define FC_ATTN_SPLIT_MIN_BLOCKS 2
 #define FC_ATTN_SPLIT_MAX 16
 /* keys per block in split mode (rounded up to NR): the block's K and V rows
- * of all heads (64 x 4 KB each for 8 heads x 128 f32) stay in L2 while the
- * next block's are prefetched */
+ * of all heads (64 x 4 KB each for 8 heads x 128 f32) stay in L2. (A
+ * software prefetch of each head's rows of the next block was in the code
+ * but deleted by GCC, see stage_rows; made effective, it measured ~20%
+ * slower for a 4096-position f32 decode, and was removed.) */
 #define FC_ATTN_SPLIT_KV_BLOCK 64
 /* Split mode with at most this many rows per KV head (and at most MR): S by
  * f32_dot and O_acc += P V by f32_axpy, key by key, straight from the K (or
@@ -188,7 +204,7 @@ typedef struct attn_plan {
     int64_t split_len, n_split;   /* split: keys per split, splits */
     int64_t n_heads_state;        /* KV heads whose row state a worker holds (split: all) */
     /* offsets (floats) of each scratch region in one worker's slice */
-    size_t off_qp, off_qt, off_kp, off_vp, off_s, off_pp, off_o, off_m, off_l, off_kf, off_vf;
+    size_t off_qp, off_qt, off_kp, off_vp, off_s, off_pp, off_o, off_m, off_l, off_kf, off_vf, off_init;
     size_t per_worker; /* bytes, a multiple of 64 */
     size_t shared;     /* bytes before the worker slices (prepacked K/V, partials), a multiple of 64 */
 } attn_plan;
@@ -288,7 +304,11 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
         if (p->n_qb > 1 && lo <= hi) {
             const int64_t kb0 = lo / p->bc, n_kb = hi / p->bc - kb0 + 1;
             const size_t bytes = (size_t)(a->n_kv_head * n_kb * p->bc * (p->dk + p->dv_pad)) * sizeof(float);
-            if (bytes <= FC_ATTN_PREPACK_MAX_BYTES) {
+            if (n_kb == 1) {
+                p->mode = ATTN_KEEP;
+                p->kb0 = kb0;
+                p->n_kb = 1;
+            } else if (bytes <= FC_ATTN_PREPACK_MAX_BYTES) {
                 p->mode = ATTN_PREPACK;
                 p->kb0 = kb0;
                 p->n_kb = n_kb;
@@ -313,7 +333,8 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
     } while (0)
     FC_REGION(off_qp, hs * p->rows_pad * p->dk);
     FC_REGION(off_qt, p->rows_pad * p->dk);
-    /* packed K/V blocks of the worker: not with prepacked K/V or dot rows */
+    /* packed K/V blocks of the worker: not with prepacked K/V or dot rows
+     * (ATTN_KEEP: the block of the KV head it last worked on) */
     const int own_packs = p->mode != ATTN_PREPACK && !p->dot_rows;
     FC_REGION(off_kp, own_packs ? p->bc * p->dk : 0);
     FC_REGION(off_vp, own_packs ? p->bc * p->dv_pad : 0);
@@ -322,18 +343,25 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
     FC_REGION(off_o, hs * p->rows_pad * p->dv_pad);
     FC_REGION(off_m, hs * p->rows_pad);
     FC_REGION(off_l, hs * p->rows_pad);
+    /* per MR-row panel: 1 once its O_acc rows hold values (a panel's first
+     * P·V overwrites instead of adding to zeros; split mode zeroes O_acc
+     * and sets them all), then one more: in ATTN_KEEP, the KV head whose
+     * block kp and vp hold (-1: none yet) */
+    FC_REGION(off_init, hs * p->rows_pad / mr + 1);
     /* Prefill-sized chunks first copy f32 K/V rows of a block into contiguous
      * scratch: packing straight from rows a power-of-two stride apart (e.g.
      * 8 heads x 128 floats = 4 KB) thrashes L1 sets in the transposing pack
      * (measured ~10% of a 512-token prefill). Decode-sized chunks pack
-     * directly: there the extra copy costs more than it saves. */
+     * directly: there the extra copy costs more than it saves. Blocks are
+     * packed NR keys at a time (pack_k_block, pack_v_block), so the staged
+     * (or widened f16) rows are NR rows, 32 KB at d = 128: they stay in L1. */
     p->stage_kv = a->kv_type == FC_ATTN_KV_F32 && p->mode != ATTN_SPLIT && p->rows_pad >= 8 * mr;
     if (p->wide_f16) {
         FC_REGION(off_kf, p->bc * a->n_kv_head * p->dk);
         FC_REGION(off_vf, p->bc * a->n_kv_head * p->dv);
     } else if (a->kv_type == FC_ATTN_KV_F16 || p->stage_kv) {
-        FC_REGION(off_kf, p->bc * p->dk);
-        FC_REGION(off_vf, p->bc * p->dv);
+        FC_REGION(off_kf, nr * p->dk);
+        FC_REGION(off_vf, nr * p->dv);
     } else {
         p->off_kf = p->off_vf = 0;
     }
@@ -369,7 +397,7 @@ int fc_attention_plan(const fc_attn_args *a, fc_attn_plan *out)
     out->kv_block = p.bc;
     out->n_chunks = p.n_chunks;
     out->kv_split = p.mode == ATTN_SPLIT ? p.split_len : 0;
-    out->prepacked = p.mode == ATTN_PREPACK;
+    out->prepacked = p.mode == ATTN_PREPACK || p.mode == ATTN_KEEP;
     return 0;
 }
 
@@ -384,7 +412,7 @@ typedef struct attn_ctx {
 } attn_ctx;
 
 typedef struct attn_scratch {
-    float *qp, *qt, *kp, *vp, *S, *pp, *oacc, *m, *l, *kf, *vf;
+    float *qp, *qt, *kp, *vp, *S, *pp, *oacc, *m, *l, *kf, *vf, *init;
 } attn_scratch;
 
 static void worker_scratch(const attn_ctx *x, int worker, attn_scratch *s)
@@ -402,13 +430,15 @@ static void worker_scratch(const attn_ctx *x, int worker, attn_scratch *s)
     s->l = ws + p->off_l;
     s->kf = ws + p->off_kf;
     s->vf = ws + p->off_vf;
+    s->init = ws + p->off_init;
 }
 
 /* The rows of one (KV head, query block): R = nt*G rows, row r = token
- * t0 + r/G, query head g*G + r%G; packed Q, O_acc (row stride dv_pad), m, l. */
+ * t0 + r/G, query head g*G + r%G; packed Q, O_acc (row stride dv_pad), m, l,
+ * and per MR-row panel whether its O_acc rows are written yet. */
 typedef struct attn_rows {
     int64_t g, t0, nt, R;
-    float *qp, *oacc, *m, *l;
+    float *qp, *oacc, *m, *l, *init;
 } attn_rows;
 
 static void zero_floats(float *x, int64_t n)
@@ -422,59 +452,126 @@ static void rows_init(const attn_ctx *x, const attn_rows *rw, float *qt)
     const fc_attn_args *a = x->a;
     const attn_plan *p = &x->p;
     const int64_t G = p->G, dk = p->dk, mr = p->mr;
-    for (int64_t r = 0; r < rw->R; r++)
-        x->kt->f32_scale((size_t)dk, a->q + (rw->t0 + r / G) * a->q_ts + (rw->g * G + r % G) * a->q_hs, x->lscale,
-                         qt + r * dk);
+    if (a->q_hs == dk) /* a token's G rows are contiguous: one call for them */
+        for (int64_t t = 0; t < rw->nt; t++)
+            x->kt->f32_scale((size_t)(G * dk), a->q + (rw->t0 + t) * a->q_ts + rw->g * G * dk, x->lscale,
+                             qt + t * G * dk);
+    else
+        for (int64_t r = 0; r < rw->R; r++)
+            x->kt->f32_scale((size_t)dk, a->q + (rw->t0 + r / G) * a->q_ts + (rw->g * G + r % G) * a->q_hs,
+                             x->lscale, qt + r * dk);
     x->kt->f32_gemm_pack_a((size_t)rw->R, (size_t)dk, qt, (size_t)dk, rw->qp);
     const int64_t rp = (rw->R + mr - 1) / mr * mr;
     for (int64_t r = 0; r < rp; r++) {
         rw->m[r] = -INFINITY;
         rw->l[r] = 0.0f;
     }
-    zero_floats(rw->oacc, rp * p->dv_pad);
+    /* Prefill: no zeroing, a panel's first P·V stores instead of adding.
+     * Split mode sums O_acc with axpy (dot rows) and copies it whole into
+     * the partials, so it starts from zeros there. */
+    const int zeroed = p->mode == ATTN_SPLIT;
+    if (zeroed) zero_floats(rw->oacc, rp * p->dv_pad);
+    for (int64_t i = 0; i < rp / mr; i++) rw->init[i] = zeroed ? 1.0f : 0.0f;
 }
 
-/* pack keys [sa, sa+nb) of KV head g: K with pack_bt into kp (pack_v: V with pack_b) */
+/* Rows fetched ahead while K or V rows are copied (or widened) for packing:
+ * one head's rows are a page or more apart (8 KV heads x 128 f32 = 4 KB),
+ * where the hardware prefetchers stop, so without this each row costs a
+ * DRAM latency. 8 rows of 512 bytes: 64 lines in flight. */
+#define FC_ATTN_PREFETCH_ROWS 8
+
+/* nb rows of n elements (f32, or f16 widened) from src (row stride ld
+ * elements) into dst (row stride n floats), the rows FC_ATTN_PREFETCH_ROWS
+ * ahead prefetched (a hint: no effect on results). The prefetch stays in
+ * this function, which has effects: GCC's IPA takes a function made only of
+ * __builtin_prefetch for pure and deletes its calls (that happened to a
+ * split-mode prefetch_head). */
+static void stage_rows(const attn_ctx *x, const void *src, int64_t ld, int64_t n, int64_t nb, float *dst)
+{
+    const int f16 = x->a->kv_type == FC_ATTN_KV_F16;
+    const size_t el = f16 ? sizeof(fc_f16) : sizeof(float);
+    const char *s = src;
+    for (int64_t i = 0; i < nb; i++) {
+#if defined(__GNUC__)
+        if (i + FC_ATTN_PREFETCH_ROWS < nb) {
+            const char *ahead = s + (size_t)((i + FC_ATTN_PREFETCH_ROWS) * ld) * el;
+            for (size_t o = 0; o < (size_t)n * el; o += 64) __builtin_prefetch(ahead + o, 0, 3);
+        }
+#endif
+        const void *row = s + (size_t)(i * ld) * el;
+        if (f16) x->kt->f16_to_f32((size_t)n, row, dst + i * n);
+        else memcpy(dst + i * n, row, (size_t)n * sizeof(float));
+    }
+}
+
+/* pack keys [sa, sa+nb) of KV head g, nb <= NR or all in one call: K with
+ * pack_bt into kp (its panels of NR keys, dk rows each); V with pack_b into
+ * rows 0.. of the dv_pad/NR panels of vp, nbp*NR floats apart (nbp >= nb:
+ * the keys of the whole block these rows are part of) */
 static void pack_k(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *kp)
 {
     const fc_attn_args *a = x->a;
     const fck_table *K = x->kt;
     const int64_t dk = x->p.dk;
-    if (a->kv_type == FC_ATTN_KV_F16) {
-        const fc_f16 *kb = (const fc_f16 *)a->k + g * a->k_hs;
-        for (int64_t i = 0; i < nb; i++) K->f16_to_f32((size_t)dk, kb + (sa + i) * a->k_ts, s->kf + i * dk);
+    const size_t el = a->kv_type == FC_ATTN_KV_F16 ? sizeof(fc_f16) : sizeof(float);
+    const char *src = (const char *)a->k + (size_t)(g * a->k_hs + sa * a->k_ts) * el;
+    if (a->kv_type == FC_ATTN_KV_F16 || x->p.stage_kv) {
+        stage_rows(x, src, a->k_ts, dk, nb, s->kf);
         K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, s->kf, (size_t)dk, kp);
     } else {
-        const float *kb = (const float *)a->k + g * a->k_hs;
-        if (x->p.stage_kv) {
-            for (int64_t i = 0; i < nb; i++)
-                memcpy(s->kf + i * dk, kb + (sa + i) * a->k_ts, (size_t)dk * sizeof(float));
-            K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, s->kf, (size_t)dk, kp);
-        } else {
-            K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, kb + sa * a->k_ts, (size_t)a->k_ts, kp);
-        }
+        K->f32_gemm_pack_bt((size_t)dk, (size_t)nb, (const float *)(const void *)src, (size_t)a->k_ts, kp);
     }
 }
 
-static void pack_v(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *vp)
+static void pack_v(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, int64_t nbp,
+                   float *vp)
 {
     const fc_attn_args *a = x->a;
     const fck_table *K = x->kt;
-    const int64_t dv = x->p.dv;
-    if (a->kv_type == FC_ATTN_KV_F16) {
-        const fc_f16 *vb = (const fc_f16 *)a->v + g * a->v_hs;
-        for (int64_t i = 0; i < nb; i++) K->f16_to_f32((size_t)dv, vb + (sa + i) * a->v_ts, s->vf + i * dv);
-        K->f32_gemm_pack_b((size_t)nb, (size_t)dv, s->vf, (size_t)dv, vp);
-    } else {
-        const float *vb = (const float *)a->v + g * a->v_hs;
-        if (x->p.stage_kv) {
-            for (int64_t i = 0; i < nb; i++)
-                memcpy(s->vf + i * dv, vb + (sa + i) * a->v_ts, (size_t)dv * sizeof(float));
-            K->f32_gemm_pack_b((size_t)nb, (size_t)dv, s->vf, (size_t)dv, vp);
-        } else {
-            K->f32_gemm_pack_b((size_t)nb, (size_t)dv, vb + sa * a->v_ts, (size_t)a->v_ts, vp);
-        }
+    const int64_t dv = x->p.dv, nr = x->p.nr;
+    const size_t el = a->kv_type == FC_ATTN_KV_F16 ? sizeof(fc_f16) : sizeof(float);
+    const char *src = (const char *)a->v + (size_t)(g * a->v_hs + sa * a->v_ts) * el;
+    const float *b = (const float *)(const void *)src;
+    int64_t ld = a->v_ts;
+    if (a->kv_type == FC_ATTN_KV_F16 || x->p.stage_kv) {
+        stage_rows(x, src, a->v_ts, dv, nb, s->vf);
+        b = s->vf;
+        ld = dv;
     }
+    if (nbp == nb) {
+        K->f32_gemm_pack_b((size_t)nb, (size_t)dv, b, (size_t)ld, vp);
+        return;
+    }
+    for (int64_t j = 0; j * nr < dv; j++) /* one panel at a time: they are nbp*NR apart */
+        K->f32_gemm_pack_b((size_t)nb, (size_t)(dv - j * nr < nr ? dv - j * nr : nr), b + j * nr, (size_t)ld,
+                           vp + j * nbp * nr);
+}
+
+/* pack keys [sa, sa+nb) of KV head g as one nb-key block, K into kp (and
+ * pack_v_block: V into vp), NR keys at a time: the staged rows stay in L1 */
+static void pack_k_block(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *kp)
+{
+    const int64_t nr = x->p.nr;
+    for (int64_t k0 = 0; k0 < nb; k0 += nr) pack_k(x, s, g, sa + k0, nb - k0 < nr ? nb - k0 : nr, kp + k0 * x->p.dk);
+}
+
+static void pack_v_block(const attn_ctx *x, const attn_scratch *s, int64_t g, int64_t sa, int64_t nb, float *vp)
+{
+    const int64_t nr = x->p.nr;
+    for (int64_t k0 = 0; k0 < nb; k0 += nr) pack_v(x, s, g, sa + k0, nb - k0 < nr ? nb - k0 : nr, nb, vp + k0 * nr);
+}
+
+/* ATTN_KEEP: KV head g's block packed in this worker's kp and vp, unless
+ * they already hold it (the tag after the panel flags: the head, or -1) */
+static void keep_block(const attn_ctx *x, const attn_scratch *s, int64_t g)
+{
+    const attn_plan *p = &x->p;
+    float *tag = s->init + p->n_heads_state * p->rows_pad / p->mr;
+    if (*tag == (float)g) return;
+    const int64_t base = p->kb0 * p->bc, nb = x->a->n_kv - base < p->bc ? x->a->n_kv - base : p->bc;
+    pack_k_block(x, s, g, base, nb, s->kp);
+    pack_v_block(x, s, g, base, nb, s->vp);
+    *tag = (float)g;
 }
 
 /* One row's online-softmax step over keys [pa, pb] of a block: xr[s - base]
@@ -542,11 +639,47 @@ static void row_update(const attn_ctx *x, float *xr, int64_t base, int64_t pa, i
     row_exp(x, xr, base, pa, pb, ra, rb, mn, m, l, oacc);
 }
 
+/* O[t, h] from a row's state (m, l, O_acc); empty or fully masked: zeros */
+static void store_row(const attn_ctx *x, int64_t t, int64_t h, float mr_, float lr, const float *oacc)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t dv = x->p.dv;
+    float *dst = a->o + t * a->o_ts + h * a->o_hs;
+    if (mr_ == -INFINITY || lr == 0.0f) {
+        zero_floats(dst, dv);
+        return;
+    }
+    if (a->sinks) {
+        const float sk = a->sinks[h];
+        float f;
+        if (sk > mr_) {
+            const float e = expf(mr_ - sk);
+            f = e / (lr * e + 1.0f);
+        } else {
+            f = 1.0f / (lr + expf(sk - mr_));
+        }
+        K->f32_scale((size_t)dv, oacc, f, dst);
+    } else {
+        K->f32_scale((size_t)dv, oacc, 1.0f / lr, dst);
+    }
+}
+
+/* store the outputs of rows [r0, r1] of a row group */
+static void store_rows(const attn_ctx *x, const attn_rows *rw, int64_t r0, int64_t r1)
+{
+    const int64_t G = x->p.G;
+    for (int64_t r = r0; r <= r1; r++)
+        store_row(x, rw->t0 + r / G, rw->g * G + r % G, rw->m[r], rw->l[r], rw->oacc + r * x->p.dv_pad);
+}
+
 /* One key block for one row group: keys [sa, sb] of the block whose packed
  * K/V start at key `base` and hold nbp keys (kp/vp: NULL means pack keys
- * [sa, sb] lazily into scratch, then base = sa and nbp = sb - sa + 1). */
+ * [sa, sb] lazily into scratch, then base = sa and nbp = sb - sa + 1).
+ * last: the rows' last block; each panel's outputs are then stored as soon
+ * as it is done, while its O_acc rows are in L1. */
 static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_rows *rw, int64_t sa, int64_t sb,
-                       const float *kp_in, const float *vp_in, int64_t base, int64_t nbp)
+                       const float *kp_in, const float *vp_in, int64_t base, int64_t nbp, int last)
 {
     const fc_attn_args *a = x->a;
     const attn_plan *p = &x->p;
@@ -568,10 +701,13 @@ static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_row
         tokens_span(a, t0 + r0 / G, t0 + r1 / G, &pa, &pb);
         if (pa < sa) pa = sa;
         if (pb > sb) pb = sb;
-        if (pa > pb) continue;
+        if (pa > pb) {
+            if (last) store_rows(x, rw, r0, r1);
+            continue;
+        }
 
         if (!kp) {
-            pack_k(x, sc, g, sa, nbp, sc->kp);
+            pack_k_block(x, sc, g, sa, nbp, sc->kp);
             kp = sc->kp;
         }
 
@@ -614,40 +750,19 @@ static void block_step(const attn_ctx *x, const attn_scratch *sc, const attn_row
             m[r] = mn[q];
         }
 
-        /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb] */
+        /* O_acc[panel] += P[panel, pa..pb] · V[pa..pb]; the panel's first
+         * P·V stores instead (rows with no weight yet have P = 0, and a row
+         * that had weight before had its O_acc written then) */
         if (!vp) {
-            pack_v(x, sc, g, sa, nbp, sc->vp);
+            pack_v_block(x, sc, g, sa, nbp, sc->vp);
             vp = sc->vp;
         }
+        const int acc = rw->init[i] != 0.0f;
         for (int64_t j = 0; j < dvp / nr; j++)
             K->f32_gemm((size_t)kc, pp, vp + j * nbp * nr + (pa - base) * nr, oacc + r0 * dvp + j * nr,
-                        (size_t)dvp, 1);
-    }
-}
-
-/* O[t, h] from a row's state (m, l, O_acc); empty or fully masked: zeros */
-static void store_row(const attn_ctx *x, int64_t t, int64_t h, float mr_, float lr, const float *oacc)
-{
-    const fc_attn_args *a = x->a;
-    const fck_table *K = x->kt;
-    const int64_t dv = x->p.dv;
-    float *dst = a->o + t * a->o_ts + h * a->o_hs;
-    if (mr_ == -INFINITY || lr == 0.0f) {
-        zero_floats(dst, dv);
-        return;
-    }
-    if (a->sinks) {
-        const float sk = a->sinks[h];
-        float f;
-        if (sk > mr_) {
-            const float e = expf(mr_ - sk);
-            f = e / (lr * e + 1.0f);
-        } else {
-            f = 1.0f / (lr + expf(sk - mr_));
-        }
-        K->f32_scale((size_t)dv, oacc, f, dst);
-    } else {
-        K->f32_scale((size_t)dv, oacc, 1.0f / lr, dst);
+                        (size_t)dvp, acc);
+        rw->init[i] = 1.0f;
+        if (last) store_rows(x, rw, r0, r1);
     }
 }
 
@@ -664,8 +779,8 @@ static void prepack_chunk(void *arg, int64_t c, int worker)
     const int64_t base = kb * p->bc;
     const int64_t nb = a->n_kv - base < p->bc ? a->n_kv - base : p->bc;
     float *kp = (float *)x->mem + (g * p->n_kb + (kb - p->kb0)) * p->bc * (p->dk + p->dv_pad);
-    pack_k(x, &sc, g, base, nb, kp);
-    pack_v(x, &sc, g, base, nb, kp + p->bc * p->dk);
+    pack_k_block(x, &sc, g, base, nb, kp);
+    pack_v_block(x, &sc, g, base, nb, kp + p->bc * p->dk);
 }
 
 static void attn_chunk(void *arg, int64_t c, int worker)
@@ -677,10 +792,19 @@ static void attn_chunk(void *arg, int64_t c, int worker)
     attn_scratch sc;
     worker_scratch(x, worker, &sc);
 
-    /* heaviest query blocks (the last ones, under causality) first */
+    /* heaviest query blocks (the last ones, under causality) first; ATTN_KEEP
+     * head-major (a worker's next chunk is then mostly on the same head),
+     * otherwise the KV heads of a query block one after the other (their Q
+     * and O rows share pages, which the hardware prefetchers follow) */
     attn_rows rw;
-    rw.g = c % a->n_kv_head;
-    const int64_t qb = p->n_qb - 1 - c / a->n_kv_head;
+    int64_t qb;
+    if (p->mode == ATTN_KEEP) {
+        rw.g = c / p->n_qb;
+        qb = p->n_qb - 1 - c % p->n_qb;
+    } else {
+        rw.g = c % a->n_kv_head;
+        qb = p->n_qb - 1 - c / a->n_kv_head;
+    }
     rw.t0 = qb * p->bq;
     rw.nt = (a->n_q - rw.t0 < p->bq) ? a->n_q - rw.t0 : p->bq;
     rw.R = rw.nt * G;
@@ -688,6 +812,7 @@ static void attn_chunk(void *arg, int64_t c, int worker)
     rw.oacc = sc.oacc;
     rw.m = sc.m;
     rw.l = sc.l;
+    rw.init = sc.init;
 
     int64_t span_lo, span_hi;
     tokens_span(a, rw.t0, rw.t0 + rw.nt - 1, &span_lo, &span_hi);
@@ -696,23 +821,24 @@ static void attn_chunk(void *arg, int64_t c, int worker)
         return;
     }
     rows_init(x, &rw, sc.qt);
+    if (p->mode == ATTN_KEEP) keep_block(x, &sc, rw.g);
 
     /* key blocks at fixed multiples of bc, clipped to the chunk's span: a
      * row's partial sums then do not depend on which rows share its chunk */
     for (int64_t kb = span_lo / bc; kb * bc <= span_hi; kb++) {
         const int64_t sa = kb * bc > span_lo ? kb * bc : span_lo;
         const int64_t sb = kb * bc + bc - 1 < span_hi ? kb * bc + bc - 1 : span_hi;
+        const int last = sb == span_hi;
+        const int64_t nbp = a->n_kv - kb * bc < bc ? a->n_kv - kb * bc : bc;
         if (p->mode == ATTN_PREPACK) {
             const float *kp = (const float *)x->mem + (rw.g * p->n_kb + (kb - p->kb0)) * bc * (p->dk + p->dv_pad);
-            const int64_t nbp = a->n_kv - kb * bc < bc ? a->n_kv - kb * bc : bc;
-            block_step(x, &sc, &rw, sa, sb, kp, kp + bc * p->dk, kb * bc, nbp);
+            block_step(x, &sc, &rw, sa, sb, kp, kp + bc * p->dk, kb * bc, nbp, last);
+        } else if (p->mode == ATTN_KEEP) {
+            block_step(x, &sc, &rw, sa, sb, sc.kp, sc.vp, kb * bc, nbp, last);
         } else {
-            block_step(x, &sc, &rw, sa, sb, NULL, NULL, 0, 0);
+            block_step(x, &sc, &rw, sa, sb, NULL, NULL, 0, 0, last);
         }
     }
-
-    for (int64_t r = 0; r < rw.R; r++)
-        store_row(x, rw.t0 + r / G, rw.g * G + r % G, rw.m[r], rw.l[r], rw.oacc + r * p->dv_pad);
 }
 
 /* ---- split-KV chunks: a key range over all KV heads ------------------------------- */
@@ -722,28 +848,6 @@ static float *partial(const attn_ctx *x, int64_t s, int64_t t, int64_t h)
 {
     const fc_attn_args *a = x->a;
     return (float *)x->mem + ((s * a->n_q + t) * a->n_head + h) * (x->p.dv + 2);
-}
-
-/* prefetch the K and V slices of KV head g for keys [sa, sb] */
-static void prefetch_head(const attn_ctx *x, int64_t g, int64_t sa, int64_t sb)
-{
-#if defined(__GNUC__)
-    const fc_attn_args *a = x->a;
-    const size_t kel = a->kv_type == FC_ATTN_KV_F16 ? sizeof(fc_f16) : sizeof(float);
-    const char *kb = (const char *)a->k + (size_t)(g * a->k_hs) * kel;
-    const char *vb = (const char *)a->v + (size_t)(g * a->v_hs) * kel;
-    const size_t kbytes = (size_t)x->p.dk * kel, vbytes = (size_t)x->p.dv * kel;
-    for (int64_t s = sa; s <= sb; s++) {
-        const char *kr = kb + (size_t)(s * a->k_ts) * kel, *vr = vb + (size_t)(s * a->v_ts) * kel;
-        for (size_t o = 0; o < kbytes; o += 64) __builtin_prefetch(kr + o, 0, 3);
-        for (size_t o = 0; o < vbytes; o += 64) __builtin_prefetch(vr + o, 0, 3);
-    }
-#else
-    (void)x;
-    (void)g;
-    (void)sa;
-    (void)sb;
-#endif
 }
 
 /* Split mode, few rows: keys [sa, sb] for the R rows of KV head g; q: R
@@ -791,7 +895,7 @@ static void split_chunk(void *arg, int64_t s, int worker)
     if (lo <= hi) {
         for (int64_t g = 0; g < KH; g++) {
             attn_rows r = {g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
-                           sc.m + g * rp, sc.l + g * rp};
+                           sc.m + g * rp, sc.l + g * rp, sc.init + g * rp / p->mr};
             rows_init(x, &r, sc.qt);
             if (p->dot_rows) /* the scaled rows themselves, not packed */
                 memcpy(r.qp, sc.qt, (size_t)(r.R * p->dk) * sizeof(float));
@@ -799,7 +903,6 @@ static void split_chunk(void *arg, int64_t s, int worker)
         for (int64_t kb = lo / bc; kb * bc <= hi; kb++) {
             const int64_t sa = kb * bc > lo ? kb * bc : lo;
             const int64_t sb = kb * bc + bc - 1 < hi ? kb * bc + bc - 1 : hi;
-            const int64_t nsa = sb + 1, nsb = sb + bc < hi ? sb + bc : hi;
             const int64_t nb = sb - sa + 1;
             if (p->wide_f16) {
                 /* widen the block's K and V rows of all heads, row by row */
@@ -811,13 +914,12 @@ static void split_chunk(void *arg, int64_t s, int worker)
             }
             for (int64_t g = 0; g < KH; g++) {
                 rw[0] = (attn_rows){g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
-                                    sc.m + g * rp, sc.l + g * rp};
+                                    sc.m + g * rp, sc.l + g * rp, sc.init + g * rp / p->mr};
                 if (p->dot_rows) {
                     if (p->wide_f16) {
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
                                   sc.kf + g * p->dk, sc.vf + g * dv, sa, KH * p->dk, KH * dv);
                     } else {
-                        if (nsa <= nsb) prefetch_head(x, g, nsa, nsb);
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
                                   (const float *)a->k + g * a->k_hs, (const float *)a->v + g * a->v_hs, 0, a->k_ts,
                                   a->v_ts);
@@ -826,11 +928,9 @@ static void split_chunk(void *arg, int64_t s, int worker)
                     x->kt->f32_gemm_pack_bt((size_t)p->dk, (size_t)nb, sc.kf + g * p->dk, (size_t)(KH * p->dk),
                                             sc.kp);
                     x->kt->f32_gemm_pack_b((size_t)nb, (size_t)dv, sc.vf + g * dv, (size_t)(KH * dv), sc.vp);
-                    block_step(x, &sc, &rw[0], sa, sb, sc.kp, sc.vp, sa, nb);
+                    block_step(x, &sc, &rw[0], sa, sb, sc.kp, sc.vp, sa, nb, 0);
                 } else {
-                    /* this head's rows of the next block, one block ahead */
-                    if (nsa <= nsb) prefetch_head(x, g, nsa, nsb);
-                    block_step(x, &sc, &rw[0], sa, sb, NULL, NULL, 0, 0);
+                    block_step(x, &sc, &rw[0], sa, sb, NULL, NULL, 0, 0, 0);
                 }
             }
         }
@@ -917,6 +1017,12 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a)
             for (int64_t h = 0; h < a->n_head; h++) merge_row(&x, t, h, sc.oacc);
     } else {
         if (x.p.mode == ATTN_PREPACK) fc_workers_run(w, a->n_kv_head * x.p.n_kb, prepack_chunk, &x);
+        if (x.p.mode == ATTN_KEEP)
+            for (int i = 0; i < n_workers; i++) { /* no block packed yet */
+                attn_scratch sc;
+                worker_scratch(&x, i, &sc);
+                sc.init[x.p.rows_pad / x.p.mr] = -1.0f;
+            }
         fc_workers_run(w, x.p.n_chunks, attn_chunk, &x);
     }
     free(tmp);

@@ -43,17 +43,19 @@
  *   prefill (more than 4 MR-row panels of rows per KV head): chunks are
  *   (KV head, block of query tokens), up to 32 panels of rows each (fewer
  *   when that would leave fewer than 16 chunks). When a head has several
- *   query blocks, K and V are first packed once per (KV head, key block) by
- *   a parallel pre-pass into the workspace (if that takes at most 64 MiB)
- *   and shared by all query blocks. Key blocks: 65536 floats of K rows
- *   (512 keys at d = 128), between 128 and 1024 keys, rounded up to NR.
+ *   query blocks, its K and V are not packed again for each: if all keys
+ *   are one block, the chunks run head-major and each worker packs the
+ *   block of the head it is on and keeps it for its next chunks (in L2);
+ *   otherwise a parallel pre-pass packs them once per (KV head, key block)
+ *   into the workspace (if that takes at most 64 MiB), shared by all query
+ *   blocks. Key blocks: 65536 floats of K rows (512 keys at d = 128),
+ *   between 128 and 1024 keys, rounded up to NR.
  *
  *   split-KV (decode: at most 4 MR-row panels of rows per KV head): chunks
  *   are key ranges ("splits", whole numbers of 64-key blocks, at least 2
  *   blocks, at most 16 splits) over all KV heads; inside a chunk the key
  *   blocks are outer and the heads inner, so the [token, head, dim] rows are
- *   read in address order (the next block's rows prefetched), not one
- *   head's rows at the token stride. With at most 4 rows per KV head (and
+ *   read in address order, not one head's rows at the token stride. With at most 4 rows per KV head (and
  *   f32 K/V, or f16 with each token's heads contiguous, widened a token row
  *   at a time) S and P·V go key by key through f32_dot and f32_axpy instead
  *   of packing K and V for the micro-kernel. Each chunk leaves per-row
@@ -67,12 +69,17 @@
  * dispatch; different ISAs may differ in the last bits).
  *
  * Performance notes (2-vCPU Xeon VM, AVX-512, noisy): a 512-token prefill
- * (16/8 heads, d 128, causal) runs at ~85-92 GFLOP/s on one thread, about
- * half the measured FMA peak; the micro-kernel calls are ~55% of the time,
- * the rest mostly exp (~10%), gathering Q and writing O (~8%, DRAM-bound)
- * and packing P (~7%). Decode (4096 positions) reads K/V at ~8-9 GB/s for
- * f32 (~70-75% of the measured DRAM read rate) but only ~5 GB/s of f16: on
- * one core it is compute-bound (widening, dot/axpy per key).
+ * (16/8 heads, d 128, causal) runs at ~50-55% of the FMA peak on one thread
+ * (thread CPU time against the peak measured alongside); the micro-kernel
+ * calls are ~60% of the time (at ~85% of peak; 7% of their flops are the
+ * masked part of the diagonal 64-key tiles), gathering Q and storing O
+ * ~13% and reading K/V for packing ~8%: those read or write rows a page
+ * apart in DRAM, at ~5 GB/s, and software prefetch did not overlap them
+ * with the micro-kernel (a prefetched line cost the micro-kernel about
+ * what the miss costs). exp ~7%, packing Q ~3%. Decode (4096 positions)
+ * reads K/V at ~8-9 GB/s for f32 (~70-75% of the measured DRAM read rate)
+ * but only ~5 GB/s of f16: on one core it is compute-bound (widening,
+ * dot/axpy per key).
  *
  * Accuracy: f32 accumulation throughout; the exp kernel is within 2 ulp.
  */
@@ -137,13 +144,15 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a);
 /* The chunking fc_attention_f32 uses for a shape (for tests and the bench):
  * the micro-kernel tile, query tokens per chunk, keys per block, chunks of
  * the main parallel loop (splits in split-KV mode), keys per split (0: not
- * split-KV) and whether K/V are packed once per (KV head, key block). */
+ * split-KV) and whether K/V are packed once per (KV head, key block) rather
+ * than per chunk (by a pre-pass, or with one key block by each worker for
+ * the heads it works on). */
 typedef struct fc_attn_plan {
     int64_t mr, nr;             /* micro-kernel tile in use */
     int64_t q_block, kv_block;
     int64_t n_chunks;
     int64_t kv_split;           /* split-KV (decode): keys per split, else 0 */
-    int prepacked;              /* K/V packed once per (KV head, key block) */
+    int prepacked;              /* K/V packed per (KV head, key block), not per chunk */
 } fc_attn_plan;
 int fc_attention_plan(const fc_attn_args *a, fc_attn_plan *out);
 
