@@ -32,11 +32,13 @@ static fc_tensor *d_unary(fc_ctx *ctx, fc_unary_op op, fc_tensor *X, fc_tensor *
     case FC_COS: return fc_neg(ctx, fc_sin(ctx, X));
     case FC_TANH: return fc_scalar_binary(ctx, FC_SUB, 1.0, fc_sqr(ctx, Y));
     case FC_SIGMOID: return fc_mul(ctx, Y, fc_scalar_binary(ctx, FC_SUB, 1.0, Y));
-    case FC_SILU: { /* s (1 + x (1 - s)) */
+    case FC_SILU: { /* s (1 + x (1 - s)); one generated pass for f32 */
+        if (X->dtype == FC_F32) return fct_act_grad(ctx, FC_SILU, X);
         fc_tensor *s = fc_sigmoid(ctx, X);
         return fc_mul(ctx, s, fc_add_scalar(ctx, fc_mul(ctx, X, fc_scalar_binary(ctx, FC_SUB, 1.0, s)), 1.0));
     }
-    case FC_GELU: { /* 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), t = tanh(c (x + k x^3)) */
+    case FC_GELU: { /* 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 k x^2), t = tanh(c (x + k x^3)); one pass for f32 */
+        if (X->dtype == FC_F32) return fct_act_grad(ctx, FC_GELU, X);
         fc_tensor *x2 = fc_sqr(ctx, X);
         fc_tensor *u = fc_mul_scalar(ctx, fc_mul(ctx, X, fc_add_scalar(ctx, fc_mul_scalar(ctx, x2, GELU_C), 1.0)),
                                      SQRT_2_OVER_PI);

@@ -291,3 +291,36 @@ fc_tensor *fct_relu_grad(fc_ctx *ctx, fc_tensor *x, fc_tensor *g)
     fct_loop_run(ctx, &L, relu_grad_row, NULL, FCT_PARALLEL_MIN_ELEMWISE);
     return y;
 }
+
+/* --- activation derivatives for the VJPs: gelu'(x), silu'(x) in f32 --- */
+typedef void (*f32_map_fn)(size_t, const float *, float *);
+
+static void act_grad_row(void *arg, int64_t n, char *const *p, const int64_t *st, int worker)
+{
+    (void)worker;
+    f32_map_fn f = *(const f32_map_fn *)arg;
+    if (st[0] == 4 && st[1] == 4) {
+        f((size_t)n, (const float *)p[1], (float *)p[0]);
+        return;
+    }
+    _Alignas(64) float xs[CHUNK], ys[CHUNK];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        int64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        gather(xs, p[1] + i0 * st[1], m, st[1], 4);
+        f((size_t)m, xs, ys);
+        scatter(p[0] + i0 * st[0], st[0], ys, m, 4);
+    }
+}
+
+fc_tensor *fct_act_grad(fc_ctx *ctx, int op, fc_tensor *x)
+{
+    const fck_table *k = fck_kernels();
+    f32_map_fn f = op == FC_GELU ? k->f32_gelu_grad : op == FC_SILU ? k->f32_silu_grad : NULL;
+    if (!ctx || !x || !f || x->dtype != FC_F32) return NULL;
+    fc_tensor *y = fct_alloc_like(ctx, FC_F32, x);
+    if (!y) return NULL;
+    fct_loop L;
+    fct_loop_unary(&L, y, x);
+    fct_loop_run(ctx, &L, act_grad_row, &f, FCT_PARALLEL_MIN_ELEMWISE);
+    return y;
+}

@@ -88,6 +88,10 @@ void fct_strides_for(const fc_tensor *t, int rank, const char *const *names, int
 /* relu's gradient for f32 x and output gradient g (g has x's named shape):
  * g where x > 0, else 0 (NaN x passes g). NULL when either is not f32. */
 fc_tensor *fct_relu_grad(fc_ctx *ctx, fc_tensor *x, fc_tensor *g);
+/* The derivative of gelu (op FC_GELU, tanh form) or silu (FC_SILU) at each
+ * element of f32 x, in one generated pass; NULL for other ops or dtypes.
+ * (op is an fc_unary_op; int here to keep ops.h out of this header.) */
+struct fc_tensor *fct_act_grad(fc_ctx *ctx, int op, fc_tensor *x);
 
 /* Elements per op below which ops stay on one thread. Measured with a
  * 1-vs-2-thread sweep of fc_exp over 4K..1M f32 elements (2026-11-29, this
