@@ -313,6 +313,49 @@ static fc_tensor *grad_f32(fc_ctx *ctx, const fc_tensor *p, fc_tensor *g)
     return g;
 }
 
+/* Elementwise updates of large parameters run in chunks on the worker pool:
+ * each element is still updated by one thread with the same arithmetic, so
+ * the bits do not depend on the thread count. */
+#define FCO_CHUNK 8192
+
+typedef struct update_job {
+    const fc_optim *opt;
+    const fco_param *par;
+    const fco_group *grp;
+    float *w, *s0, *m, *v;
+    const float *g;
+    int64_t n;
+    int first;
+} update_job;
+
+static void update_chunk(void *arg, int64_t c, int worker)
+{
+    (void)worker;
+    const update_job *j = arg;
+    int64_t i0 = c * FCO_CHUNK, len = j->n - i0 < FCO_CHUNK ? j->n - i0 : FCO_CHUNK;
+    const fco_hyper *hp = &j->opt->hp;
+    switch (j->par->rule) {
+    case FCO_RULE_SGD:
+        fco_sgd_update(j->w + i0, j->g + i0, j->s0 ? j->s0 + i0 : NULL, len, hp, j->grp->lr, j->grp->weight_decay,
+                       j->first);
+        return;
+    case FCO_RULE_ADAM:
+    case FCO_RULE_ADAMW:
+        fco_adam_update(j->w + i0, j->g + i0, j->m + i0, j->v + i0, len, j->par->step, hp->beta1, hp->beta2, hp->eps,
+                        j->grp->lr, j->grp->weight_decay, j->par->rule == FCO_RULE_ADAMW);
+        return;
+    case FCO_RULE_MUON: return; /* not elementwise: never chunked */
+    }
+}
+
+static void run_update(fc_ctx *ctx, const update_job *j)
+{
+    int64_t chunks = (j->n + FCO_CHUNK - 1) / FCO_CHUNK;
+    if (chunks >= 4 && fc_ctx_threads(ctx) > 1) fc_workers_run(fc_ctx_workers(ctx), chunks, update_chunk, (void *)j);
+    else
+        for (int64_t c = 0; c < chunks; c++) update_chunk((void *)j, c, 0);
+}
+
 static fc_status step_param(fc_optim *opt, fco_param *par, fc_tensor *g)
 {
     fc_ctx *ctx = opt->ctx;
@@ -353,13 +396,13 @@ static fc_status step_param(fc_optim *opt, fco_param *par, fc_tensor *g)
     float *v = par->slot[FCO_SLOT_EXP_AVG_SQ] ? (float *)fct_ptr(par->slot[FCO_SLOT_EXP_AVG_SQ]) : NULL;
     const fco_group *grp = &opt->groups[par->group];
     fc_status st = FC_OK;
+    update_job job = {opt, par, grp, w, s0, m, v, gd, n, first};
     switch (par->rule) {
-    case FCO_RULE_SGD: fco_sgd_update(w, gd, s0, n, &opt->hp, grp->lr, grp->weight_decay, first); break;
+    case FCO_RULE_SGD: run_update(ctx, &job); break;
     case FCO_RULE_ADAM:
     case FCO_RULE_ADAMW:
         par->step++;
-        fco_adam_update(w, gd, m, v, n, par->step, opt->hp.beta1, opt->hp.beta2, opt->hp.eps, grp->lr,
-                        grp->weight_decay, par->rule == FCO_RULE_ADAMW);
+        run_update(ctx, &job);
         break;
     case FCO_RULE_MUON:
         st = fco_muon_update(ctx, w, gd, s0, p->dim[0], p->dim[1], &opt->hp, grp->lr, grp->weight_decay);

@@ -83,8 +83,8 @@ void fco_clear_state(fco_param *par);
  * `first` when they were just made). lr and wd are the group's. */
 void fco_sgd_update(float *p, const float *g, float *buf, int64_t n, const fco_hyper *hp, double lr, double wd,
                     int first);
-void fco_adam_update(float *p, const float *g, float *m, float *v, int64_t n, int64_t step, double beta1,
-                     double beta2, double eps, double lr, double wd, int decoupled);
+void fco_adam_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v, int64_t n,
+                     int64_t step, double beta1, double beta2, double eps, double lr, double wd, int decoupled);
 /* Muon's update of a [rows, cols] parameter; an error status after
  * recording it. Its temporaries live in the caller's scope. */
 fc_status fco_muon_update(fc_ctx *ctx, float *p, const float *g, float *buf, int64_t rows, int64_t cols,
