@@ -1,6 +1,6 @@
 /* Install smoke test: a consumer of an installed Fucina (see CMakeLists.txt
  * here, and .ci/run for the pkg-config build). It uses the dispatch API and
- * the tensor API through the installed headers only. */
+ * the tensor and autograd APIs through the installed headers only. */
 #include <stdio.h>
 
 #include <fucina/fucina.h>
@@ -29,6 +29,20 @@ int main(void)
     fc_scope_end(ctx, s);
     int ok = fc_ctx_status(ctx) == FC_OK && v > 0.3333 && v < 0.3334;
     printf("tensor API: %s, softmax of equal logits = %.6f (%s)\n", desc, v, ok ? "ok" : fc_ctx_error(ctx));
+
+    /* Autograd: d/dw sum(w * w) = 2 w. */
+    fc_tensor *p = fc_full(ctx, FC_F32, FC_SHAPE({"i", 3}), 1.5);
+    fc_requires_grad(ctx, p, 1);
+    s = fc_scope_begin(ctx);
+    fc_backward(ctx, fc_sum(ctx, fc_mul(ctx, p, p), FC_NO_AXES));
+    fc_scope_end(ctx, s);
+    s = fc_scope_begin(ctx);
+    fc_tensor *g = fc_grad(ctx, p);
+    double gv = g ? fc_tensor_item(fc_select(ctx, g, "i", 2)) : -1;
+    fc_scope_end(ctx, s);
+    int ok2 = fc_ctx_status(ctx) == FC_OK && gv == 3.0;
+    printf("autograd: d sum(w^2) / dw = %.1f (%s)\n", gv, ok2 ? "ok" : fc_ctx_error(ctx));
+    fc_release(p);
     fc_ctx_free(ctx);
-    return ok ? 0 : 1;
+    return ok && ok2 ? 0 : 1;
 }
