@@ -3,8 +3,11 @@
  *   fucina-bench kernels    every generated arm against them
  *   fucina-bench ops        runtime ops (f32 GEMM) against OpenBLAS
  *   fucina-bench train      training steps against PyTorch */
+#define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fcb.h"
 
@@ -31,8 +34,26 @@ static void usage(FILE *f)
             "1 run-time failure (memory, output file), 2 bad command line.\n");
 }
 
+/* OpenBLAS's pool threads spin (sched_yield) for 2^28 cycles, about 0.1 s,
+ * after each call before they sleep; they are started when the library
+ * loads, even for commands that never call it. In the ops suite, whose
+ * batches alternate ours / OpenBLAS every few ms, a spinning OpenBLAS thread
+ * takes one of the two vCPUs from our 2-thread batches some of the time
+ * (perf showed such a thread in a quarter of the samples of a run that never
+ * called OpenBLAS). OPENBLAS_THREAD_TIMEOUT=17 (2^17 cycles, ~47 us at 2.8
+ * GHz) matches our own pool's spin-then-park window, so both sides park the
+ * same way. OpenBLAS reads it when it loads, before main: so set it and
+ * re-execute once; a caller's own value is kept. */
+static void park_openblas_like_us(char **argv)
+{
+    if (getenv("OPENBLAS_THREAD_TIMEOUT")) return;
+    setenv("OPENBLAS_THREAD_TIMEOUT", "17", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: then run as is */
+}
+
 int main(int argc, char **argv)
 {
+    park_openblas_like_us(argv);
     if (argc < 2) {
         usage(stderr);
         return FCB_EXIT_USAGE;
