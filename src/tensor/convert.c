@@ -117,3 +117,14 @@ void fct_convert(fc_dtype from, const void *src, fc_dtype to, void *dst, int64_t
     char *d = dst;
     for (int64_t i = 0; i < n; i++) fct_store(to, d + (size_t)i * ds, fct_load(from, s + (size_t)i * ss));
 }
+
+const float *fct_row_f32(fc_dtype dt, const char *row, int64_t n, int64_t st, float *buf)
+{
+    if (dt == FC_F32 && st == 4) return (const float *)(const void *)row;
+    if (st == (int64_t)fc_dtype_size(dt)) {
+        fct_convert(dt, row, FC_F32, buf, n);
+        return buf;
+    }
+    for (int64_t i = 0; i < n; i++) buf[i] = (float)fct_load(dt, row + i * st);
+    return buf;
+}

@@ -52,6 +52,10 @@ void fct_store(fc_dtype dt, void *p, double v);
  * where the registry has them). */
 void fct_convert(fc_dtype from, const void *src, fc_dtype to, void *dst, int64_t n);
 
+/* n elements of dtype dt at row (byte stride st) as f32: row itself when it
+ * already is contiguous f32, else converted into buf (n floats). */
+const float *fct_row_f32(fc_dtype dt, const char *row, int64_t n, int64_t st, float *buf);
+
 /* --- the strided loop engine ---
  * Up to FCT_MAX_OPS operands share one iteration shape; operand k's element
  * (i0..ir) is at base[k] + sum(i_d * stride[k][d]) bytes. Adjacent axes that

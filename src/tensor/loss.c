@@ -40,7 +40,6 @@ static void ce_chunk(void *arg, int64_t c, int worker)
     if (r0 >= r1) return;
     float *xbuf = j->scratch + (int64_t)worker * 2 * j->C, *y = xbuf + j->C;
     const fck_table *k = fck_kernels();
-    size_t es = fc_dtype_size(j->dt);
     int64_t mi[FC_MAX_RANK];
     fcs_unravel(r0, j->orank, j->odim, mi);
     for (int64_t r = r0; r < r1; r++) {
@@ -54,16 +53,7 @@ static void ce_chunk(void *arg, int64_t c, int worker)
             continue;
         }
         const char *row = j->logits + off;
-        const float *x;
-        if (j->dt == FC_F32 && j->lst_c == 4) {
-            x = (const float *)(const void *)row;
-        } else if (j->lst_c == (int64_t)es) {
-            fct_convert(j->dt, row, FC_F32, xbuf, j->C);
-            x = xbuf;
-        } else {
-            for (int64_t i = 0; i < j->C; i++) xbuf[i] = (float)fct_load(j->dt, row + i * j->lst_c);
-            x = xbuf;
-        }
+        const float *x = fct_row_f32(j->dt, row, j->C, j->lst_c, xbuf);
         k->f32_log_softmax((size_t)j->C, x, y);
         j->nll[r] = -(double)y[t];
         double s = 0.0;
