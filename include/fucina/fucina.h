@@ -19,5 +19,6 @@
 #include "fucina/checkpoint.h"
 #include "fucina/optim.h"
 #include "fucina/safetensors.h"
+#include "fucina/gguf.h"
 
 #endif
