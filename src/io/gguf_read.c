@@ -12,23 +12,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/axis.h"
 #include "exec/ctx.h"
 #include "io/atomic_file.h"
+#include "io/file_map.h"
 #include "io/gguf_internal.h"
 
 #define SHOW 80 /* bytes of a key or name quoted in a message */
-
-typedef struct g_map {
-    atomic_long refs;
-    void *base;
-    size_t len;
-    int mapped; /* 1: munmap, 0: free */
-} g_map;
 
 typedef struct g_tensor {
     char *name;
@@ -55,7 +48,7 @@ struct fc_gguf {
     g_tensor *t;
     int64_t n_t;
     g_idx *t_sorted;
-    g_map *map;
+    fc_file_map *map;
     const unsigned char *bytes; /* the whole file */
 };
 
@@ -89,71 +82,16 @@ static const char *show(char buf[SHOW + 4], const char *s, size_t n)
 
 /* ---- the mapping ---------------------------------------------------------------- */
 
-static void map_unref(g_map *m)
+static fc_file_map *map_file(const g_src *o, int fd, uint64_t fsize, int flags)
 {
-    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
-    if (m->mapped) munmap(m->base, m->len);
-    else free(m->base);
-    free(m);
-}
-
-static void map_release_hook(void *user, void *data)
-{
-    (void)data;
-    map_unref(user);
-}
-
-static int read_all(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    uint64_t off = 0;
-    while (n > 0) {
-        size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t r = pread(fd, p, chunk, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            if (r == 0) errno = 0;
-            return 0;
-        }
-        p += r;
-        n -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 1;
-}
-
-static g_map *map_file(const g_src *o, int fd, uint64_t fsize, int flags)
-{
-    g_map *m = calloc(1, sizeof *m);
-    if (!m) return g_fail(o, FC_ERR_OOM, "out of memory");
-    atomic_init(&m->refs, 1);
-    if (flags & FC_GGUF_READ) {
-        void *buf = NULL;
-        if (posix_memalign(&buf, 64, (size_t)fsize) != 0) {
-            free(m);
-            return g_fail(o, FC_ERR_OOM, "out of memory (%llu bytes)", (unsigned long long)fsize);
-        }
-        if (!read_all(fd, buf, (size_t)fsize)) {
-            g_fail(o, FC_ERR_IO, "cannot read %llu bytes: %s", (unsigned long long)fsize,
-                   errno ? strerror(errno) : "the file shrank while being read");
-            free(buf);
-            free(m);
-            return NULL;
-        }
-        m->base = buf;
-    } else {
-        void *p = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            g_fail(o, FC_ERR_IO, "cannot mmap %llu bytes: %s (FC_GGUF_READ reads instead)",
-                   (unsigned long long)fsize, strerror(errno));
-            free(m);
-            return NULL;
-        }
-        m->base = p;
-        m->mapped = 1;
-    }
-    m->len = (size_t)fsize;
-    return m;
+    fc_status st = FC_OK;
+    fc_file_map *m = fc_file_map_new(fd, flags & FC_GGUF_READ, fsize, 0, fsize, &st);
+    if (m) return m;
+    if (st == FC_ERR_OOM) return g_fail(o, FC_ERR_OOM, "out of memory (%llu bytes)", (unsigned long long)fsize);
+    if (flags & FC_GGUF_READ)
+        return g_fail(o, FC_ERR_IO, "cannot read %llu bytes: %s", (unsigned long long)fsize, fc_file_read_error());
+    return g_fail(o, FC_ERR_IO, "cannot mmap %llu bytes: %s (FC_GGUF_READ reads instead)", (unsigned long long)fsize,
+                  strerror(errno));
 }
 
 /* ---- KV values ------------------------------------------------------------------ */
@@ -355,7 +293,7 @@ static void g_free(fc_gguf *g)
     for (int64_t i = 0; i < g->n_t; i++) free(g->t[i].name);
     free(g->t);
     free(g->t_sorted);
-    map_unref(g->map);
+    fc_file_map_unref(g->map);
     free(g->path);
     free(g);
 }
@@ -568,12 +506,12 @@ static fc_gguf *g_open(const g_src *o, int flags)
         close(fd);
         return NULL;
     }
-    g_map *m = map_file(o, fd, fsize, flags);
+    fc_file_map *m = map_file(o, fd, fsize, flags);
     close(fd);
     if (!m) return NULL;
     fc_gguf *g = calloc(1, sizeof *g);
     if (!g || !(g->path = strdup(o->path))) {
-        map_unref(m);
+        fc_file_map_unref(m);
         free(g);
         return g_fail(o, FC_ERR_OOM, "out of memory");
     }
@@ -831,8 +769,5 @@ fc_tensor *fc_gguf_tensor(fc_gguf *g, const char *name)
     void *p = (void *)(g->bytes + g->data_off + t->offset);
     if ((uintptr_t)p % fc_dtype_size(dt) != 0)
         return fc_from_data(g->ctx, dt, dims, t->n_dims, p, (size_t)t->nbytes);
-    atomic_fetch_add_explicit(&g->map->refs, 1, memory_order_relaxed);
-    fc_tensor *r = fc_wrap(g->ctx, dt, dims, t->n_dims, p, (size_t)t->nbytes, map_release_hook, g->map);
-    if (!r) map_unref(g->map); /* fc_wrap does not run the hook when it fails */
-    return r;
+    return fc_file_map_wrap(g->ctx, g->map, dt, dims, t->n_dims, p, (size_t)t->nbytes);
 }

@@ -13,12 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/axis.h"
 #include "exec/ctx.h"
+#include "io/file_map.h"
 #include "io/atomic_file.h"
 #include "io/json.h"
 
@@ -30,14 +30,6 @@
 #define ST_JSON_DEPTH 64                    /* a valid header needs 3 */
 #define ST_JSON_VALUES (4u << 20)           /* ~10 per tensor; bounds memory (32 B each) on hostile headers */
 #define ST_NAME_SHOW 96                     /* bytes of a name quoted in a message */
-
-/* The file bytes shared by the handle and every zero-copy tensor. */
-typedef struct st_map {
-    atomic_long refs;
-    void *base;
-    size_t len;
-    int mapped; /* 1: munmap, 0: free */
-} st_map;
 
 typedef struct st_entry {
     const char *name;
@@ -67,7 +59,7 @@ struct fc_safetensors {
     st_kv *meta;          /* header order */
     st_kv *meta_sorted;   /* sorted by key */
     int n_meta;
-    st_map *map;          /* NULL when no tensor has data */
+    fc_file_map *map;     /* NULL when no tensor has data */
     unsigned char *data;  /* start of the data buffer */
 };
 
@@ -93,84 +85,27 @@ static const char *show(char buf[ST_NAME_SHOW], const char *s) { return fc_json_
 
 /* ---- the mapping ---------------------------------------------------------------- */
 
-static void map_unref(st_map *m)
-{
-    if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
-    if (m->mapped) munmap(m->base, m->len);
-    else free(m->base);
-    free(m);
-}
-
-static void map_release_hook(void *user, void *data)
-{
-    (void)data;
-    map_unref(user);
-}
-
-/* pread exactly n bytes at off; 0 with errno (0 for end of file) otherwise. */
-static int read_at(int fd, void *buf, size_t n, uint64_t off)
-{
-    char *p = buf;
-    while (n > 0) {
-        size_t chunk = n < ((size_t)1 << 30) ? n : ((size_t)1 << 30);
-        ssize_t r = pread(fd, p, chunk, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            if (r == 0) errno = 0;
-            return 0;
-        }
-        p += r;
-        n -= (size_t)r;
-        off += (uint64_t)r;
-    }
-    return 1;
-}
-
-static const char *read_error(void) { return errno ? strerror(errno) : "the file shrank while being read"; }
-
-/* mmap the whole file (private + writable: copy-on-write, so a tensor
- * written in place never changes the file), or read the data buffer's used
- * part into 64-byte aligned memory. */
+/* mmap the whole file (copy-on-write: a tensor written in place never
+ * changes the file), or read the data buffer's used part. */
 static int map_data(const st_src *o, fc_safetensors *f, int fd, int flags, uint64_t fsize, uint64_t data_start,
                     uint64_t used)
 {
     if (used == 0) return 1;
-    st_map *m = calloc(1, sizeof *m);
+    fc_status st = FC_OK;
+    int rd = (flags & FC_ST_READ) != 0;
+    fc_file_map *m = fc_file_map_new(fd, rd, fsize, data_start, used, &st);
     if (!m) {
-        st_fail(o, FC_ERR_OOM, "out of memory");
-        return 0;
-    }
-    atomic_init(&m->refs, 1);
-    if (flags & FC_ST_READ) {
-        void *buf = NULL;
-        if (posix_memalign(&buf, 64, (size_t)used) != 0) {
-            free(m);
+        if (st == FC_ERR_OOM)
             st_fail(o, FC_ERR_OOM, "out of memory (%llu bytes of tensor data)", (unsigned long long)used);
-            return 0;
-        }
-        if (!read_at(fd, buf, (size_t)used, data_start)) {
+        else if (rd)
             st_fail(o, FC_ERR_IO, "cannot read %llu bytes of data at byte %llu: %s", (unsigned long long)used,
-                    (unsigned long long)data_start, read_error());
-            free(buf);
-            free(m);
-            return 0;
-        }
-        m->base = buf;
-        m->len = (size_t)used;
-        f->data = buf;
-    } else {
-        void *p = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
+                    (unsigned long long)data_start, fc_file_read_error());
+        else
             st_fail(o, FC_ERR_IO, "cannot mmap %llu bytes: %s (FC_ST_READ reads instead)", (unsigned long long)fsize,
                     strerror(errno));
-            free(m);
-            return 0;
-        }
-        m->base = p;
-        m->len = (size_t)fsize;
-        m->mapped = 1;
-        f->data = (unsigned char *)p + data_start;
+        return 0;
     }
+    f->data = rd ? (unsigned char *)m->base : (unsigned char *)m->base + data_start;
     f->map = m;
     return 1;
 }
@@ -434,7 +369,7 @@ static int validate(const st_src *o, fc_safetensors *f, const fc_json_doc *d, ui
 static void st_free(fc_safetensors *f)
 {
     if (!f) return;
-    map_unref(f->map);
+    fc_file_map_unref(f->map);
     free(f->path);
     free(f->strings);
     free(f->e);
@@ -468,8 +403,8 @@ static fc_safetensors *st_open(const st_src *o, int flags)
         goto fail;
     }
     unsigned char lb[8];
-    if (!read_at(fd, lb, 8, 0)) {
-        st_fail(o, FC_ERR_IO, "cannot read the header length: %s", read_error());
+    if (!fc_file_read_at(fd, lb, 8, 0)) {
+        st_fail(o, FC_ERR_IO, "cannot read the header length: %s", fc_file_read_error());
         goto fail;
     }
     uint64_t hlen = 0;
@@ -493,8 +428,8 @@ static fc_safetensors *st_open(const st_src *o, int flags)
         st_fail(o, FC_ERR_OOM, "out of memory (a %llu-byte header)", (unsigned long long)hlen);
         goto fail;
     }
-    if (!read_at(fd, hdr, (size_t)hlen, 8)) {
-        st_fail(o, FC_ERR_IO, "cannot read the header: %s", read_error());
+    if (!fc_file_read_at(fd, hdr, (size_t)hlen, 8)) {
+        st_fail(o, FC_ERR_IO, "cannot read the header: %s", fc_file_read_error());
         goto fail;
     }
     fc_json_limits lim = {.max_bytes = (size_t)ST_HEADER_MAX, .max_depth = ST_JSON_DEPTH, .max_values = ST_JSON_VALUES};
@@ -615,10 +550,7 @@ static fc_tensor *entry_tensor(fc_safetensors *f, const st_entry *e, const char 
     void *p = f->data + e->begin;
     size_t nbytes = (size_t)(e->end - e->begin);
     if ((uintptr_t)p % fc_dtype_size(e->dtype) != 0) return fc_from_data(f->ctx, e->dtype, dims, e->rank, p, nbytes);
-    atomic_fetch_add_explicit(&f->map->refs, 1, memory_order_relaxed);
-    fc_tensor *t = fc_wrap(f->ctx, e->dtype, dims, e->rank, p, nbytes, map_release_hook, f->map);
-    if (!t) map_unref(f->map); /* fc_wrap does not run the hook when it fails */
-    return t;
+    return fc_file_map_wrap(f->ctx, f->map, e->dtype, dims, e->rank, p, nbytes);
 }
 
 fc_tensor *fc_safetensors_get(fc_safetensors *f, const char *name)
