@@ -1,8 +1,13 @@
 /* Runtime-test helpers: contexts, the leak-checking suite fixture, goldens
  * (fct_golden.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "fct_golden.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,4 +200,41 @@ fc_tensor *fct_weighted_sum(fc_ctx *c, fc_tensor *y, uint64_t seed, double lo, d
     for (int i = 0; i < fc_tensor_rank(y); i++) dims[i] = (fc_dim){fc_tensor_axis(y, i), fc_tensor_dim(y, i)};
     fc_tensor *w = fc_rand_uniform(c, dt, dims, fc_tensor_rank(y), seed, lo, hi);
     return fc_sum(c, fc_mul(c, y, w), FC_NO_AXES);
+}
+
+void fct_tmpdir(char *dir, size_t cap, const char *prefix)
+{
+    snprintf(dir, cap, "/tmp/%sXXXXXX", prefix);
+    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+}
+
+void fct_rm_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+                char sub[1024];
+                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+                fct_rm_tree(sub);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+const char *fct_path(const char *dir, const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    char *b = buf[k++ & 3];
+    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+    return b;
 }

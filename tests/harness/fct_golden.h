@@ -70,6 +70,15 @@ fc_tensor *fct_golden_tensor(fc_ctx *c, const fct_golden *e, fc_dtype dt, const 
 
 /* ---- checks ------------------------------------------------------------------ */
 
+/* ---- temporary files ----------------------------------------------------------- */
+
+/* A new directory /tmp/<prefix>XXXXXX into dir (asserts on failure). */
+void fct_tmpdir(char *dir, size_t cap, const char *prefix);
+/* Remove path and everything below it. */
+void fct_rm_tree(const char *path);
+/* "dir/name" in one of four rotating buffers (several paths live at once). */
+const char *fct_path(const char *dir, const char *name);
+
 /* ---- autograd -------------------------------------------------------------- */
 
 /* t made a variable (fc_requires_grad); asserts t is not NULL and that it

@@ -23,32 +23,15 @@
 static fc_ctx *ctx;
 static char dir[256];
 
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char sub[1024];
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            unlink(sub);
-        }
-        closedir(d);
-    }
-    rmdir(path);
-}
-
 static void setup(void)
 {
     ctx = fct_suite_begin(2);
-    snprintf(dir, sizeof dir, "/tmp/fc_gguf_XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    fct_tmpdir(dir, sizeof dir, "fc_gguf_");
 }
 
 static void teardown(void)
 {
-    rm_tree(dir);
+    fct_rm_tree(dir);
     fct_suite_end(ctx);
 }
 
@@ -56,14 +39,7 @@ TestSuite(gguf, .init = setup, .fini = teardown);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-static const char *P(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char *b = buf[k++ & 3];
-    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
-    return b;
-}
+static const char *P(const char *name) { return fct_path(dir, name); }
 
 static const char *G(const char *name)
 {

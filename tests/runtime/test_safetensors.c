@@ -26,38 +26,15 @@
 static fc_ctx *ctx;
 static char dir[256];
 
-static void rm_tree(const char *path)
-{
-    struct stat sb;
-    if (lstat(path, &sb) != 0) return;
-    if (S_ISDIR(sb.st_mode)) {
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d))) {
-                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-                char sub[1024];
-                snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-                rm_tree(sub);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void setup(void)
 {
     ctx = fct_suite_begin(2);
-    snprintf(dir, sizeof dir, "/tmp/fc_st_XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    fct_tmpdir(dir, sizeof dir, "fc_st_");
 }
 
 static void teardown(void)
 {
-    rm_tree(dir);
+    fct_rm_tree(dir);
     fct_suite_end(ctx);
 }
 
@@ -65,15 +42,7 @@ TestSuite(safetensors, .init = setup, .fini = teardown);
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-/* dir/name in one of a few rotating buffers (several paths live at once). */
-static const char *P(const char *name)
-{
-    static char buf[4][512];
-    static int k;
-    char *b = buf[k++ & 3];
-    snprintf(b, sizeof buf[0], "%s/%s", dir, name);
-    return b;
-}
+static const char *P(const char *name) { return fct_path(dir, name); }
 
 static void write_bytes(const char *path, const void *p, size_t n)
 {

@@ -21,14 +21,11 @@ static char dir[64];
 static void setup(void)
 {
     ctx = fct_suite_begin(2);
-    strcpy(dir, "/tmp/fucina-train-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp");
+    fct_tmpdir(dir, sizeof dir, "fucina-train-");
 }
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    cr_expect_eq(system(cmd), 0);
+    fct_rm_tree(dir);
     fct_suite_end(ctx);
 }
 TestSuite(train, .init = setup, .fini = teardown);
