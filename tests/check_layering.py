@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fail if a source file includes a header of a higher layer.
 
-Layers, lowest first (docs/ARCHITECTURE.md): core, kernels, dispatch, exec,
+Layers, lowest first (docs/ARCHITECTURE.md): core, quant, kernels, dispatch, exec,
 tensor, io, autograd, train, llm, serve, cli. A file in src/<layer>/ may
 include headers of its own layer and of layers below it only.
 """
@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-LAYERS = ["core", "kernels", "dispatch", "exec", "tensor", "io", "autograd", "train", "llm", "serve", "cli"]
+LAYERS = ["core", "quant", "kernels", "dispatch", "exec", "tensor", "io", "autograd", "train", "llm", "serve", "cli"]
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
 
 
