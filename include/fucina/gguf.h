@@ -72,8 +72,16 @@ FC_API const char *fc_gguf_vtype_name(int vtype);
 /* ---- reading ---------------------------------------------------------------- */
 
 /* Open and validate. Default: mmap (private, copy-on-write); FC_GGUF_READ
- * reads the file into memory. NULL + error in ctx on failure. */
+ * reads the file into memory. NULL + error in ctx on failure.
+ *
+ * Split models (llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf, keys
+ * split.no / split.count / split.tensors.count): open the first file; the
+ * others are found next to it, validated the same way, and their tensors
+ * join this handle (metadata comes from the first file). Opening a later
+ * split, a missing split, or splits that disagree is an error naming it. */
 FC_API fc_gguf *fc_gguf_open(fc_ctx *ctx, const char *path, int flags);
+/* 1 for a plain file, N for a model in N split files. */
+FC_API int fc_gguf_split_count(const fc_gguf *g);
 /* Tensors from fc_gguf_tensor stay valid after close. */
 FC_API void fc_gguf_close(fc_gguf *g);
 
@@ -121,6 +129,7 @@ typedef struct fc_gguf_tensor_info {
     uint64_t nbytes;
     uint64_t offset;         /* relative to the data section */
     const void *data;        /* the bytes (mapped or read) */
+    int split;               /* split file holding the data: 0 the file opened, k its split k+1 */
 } fc_gguf_tensor_info;
 
 FC_API int64_t fc_gguf_tensor_count(const fc_gguf *g);

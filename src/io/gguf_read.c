@@ -30,6 +30,7 @@ typedef struct g_tensor {
     int64_t ne[FC_GGUF_MAX_DIMS];
     uint64_t nbytes, offset;
     uint64_t at; /* file offset of the info, for messages */
+    int part;    /* split file holding the data: 0 this one, k parts[k - 1] */
 } g_tensor;
 
 typedef struct g_idx {
@@ -50,6 +51,8 @@ struct fc_gguf {
     g_idx *t_sorted;
     fc_file_map *map;
     const unsigned char *bytes; /* the whole file */
+    struct fc_gguf **parts;     /* split files 2..n (llama.cpp's gguf-split), opened with the first */
+    int n_parts;
 };
 
 /* ---- messages ------------------------------------------------------------------- */
@@ -294,6 +297,8 @@ static void g_free(fc_gguf *g)
     free(g->t);
     free(g->t_sorted);
     fc_file_map_unref(g->map);
+    for (int k = 0; k < g->n_parts; k++) g_free(g->parts[k]);
+    free(g->parts);
     free(g->path);
     free(g);
 }
@@ -418,6 +423,28 @@ static int parse_tensor(cur *c, fc_gguf *g, uint64_t i)
     return 1;
 }
 
+/* g->t_sorted over all tensors (of every split part); 0 on a duplicate name. */
+static int index_tensors(const g_src *o, fc_gguf *g)
+{
+    free(g->t_sorted);
+    if (!(g->t_sorted = malloc(((size_t)g->n_t + 1) * sizeof *g->t_sorted)))
+        return g_fail(o, FC_ERR_OOM, "out of memory"), 0;
+    for (int64_t i = 0; i < g->n_t; i++) g->t_sorted[i] = (g_idx){g->t[i].name, i};
+    qsort(g->t_sorted, (size_t)g->n_t, sizeof *g->t_sorted, cmp_idx);
+    for (int64_t i = 1; i < g->n_t; i++)
+        if (!strcmp(g->t_sorted[i].s, g->t_sorted[i - 1].s)) {
+            char q[SHOW + 4];
+            const g_tensor *t = &g->t[g->t_sorted[i].i];
+            if (t->part)
+                return g_fail(o, FC_ERR_FORMAT, "split %d: tensor \"%s\" (info at byte %llu) is also in an "
+                              "earlier split", t->part + 1, show(q, t->name, strlen(t->name)),
+                              (unsigned long long)t->at), 0;
+            return g_fail(o, FC_ERR_FORMAT, "tensor %lld at byte %llu: duplicate tensor name \"%s\"",
+                          (long long)g->t_sorted[i].i, (unsigned long long)t->at, show(q, t->name, strlen(t->name))), 0;
+        }
+    return 1;
+}
+
 static int parse_tensors(cur *c, fc_gguf *g, uint64_t n_t, uint64_t fsize)
 {
     if (!(g->t = calloc((size_t)n_t + 1, sizeof *g->t))) return g_fail(c->o, FC_ERR_OOM, "out of memory"), 0;
@@ -425,17 +452,7 @@ static int parse_tensors(cur *c, fc_gguf *g, uint64_t n_t, uint64_t fsize)
         g->n_t = (int64_t)i + 1;
         if (!parse_tensor(c, g, i)) return 0;
     }
-    if (!(g->t_sorted = malloc(((size_t)n_t + 1) * sizeof *g->t_sorted)))
-        return g_fail(c->o, FC_ERR_OOM, "out of memory"), 0;
-    for (int64_t i = 0; i < g->n_t; i++) g->t_sorted[i] = (g_idx){g->t[i].name, i};
-    qsort(g->t_sorted, (size_t)g->n_t, sizeof *g->t_sorted, cmp_idx);
-    for (int64_t i = 1; i < g->n_t; i++)
-        if (!strcmp(g->t_sorted[i].s, g->t_sorted[i - 1].s)) {
-            char q[SHOW + 4];
-            const g_tensor *t = &g->t[g->t_sorted[i].i];
-            return g_fail(c->o, FC_ERR_FORMAT, "tensor %lld at byte %llu: duplicate tensor name \"%s\"",
-                          (long long)g->t_sorted[i].i, (unsigned long long)t->at, show(q, t->name, strlen(t->name))), 0;
-        }
+    if (!index_tensors(c->o, g)) return 0;
     /* The data section starts at the next multiple of the alignment. */
     uint64_t hdr_end = c->off, a = g->alignment;
     g->data_off = hdr_end + (a - hdr_end % a) % a; /* hdr_end <= fsize < 2^63: no wrap */
@@ -572,6 +589,97 @@ fail:
     return NULL;
 }
 
+/* ---- split files ---------------------------------------------------------------- */
+
+static int64_t find(const g_idx *v, int64_t n, const char *s);
+
+/* An integer KV of the split keys (llama.cpp writes split.no and split.count
+ * as u16, split.tensors.count as i32): 1 found, 0 absent, -1 wrong type. */
+static int split_key(const fc_gguf *g, const char *key, uint64_t *out)
+{
+    int64_t i = find(g->kv_sorted, g->n_kv, key);
+    if (i < 0) return 0;
+    const gguf_kv *kv = &g->kv[i];
+    switch (kv->type) {
+    case FC_GGUF_U16: { uint16_t v; memcpy(&v, kv->raw, 2); *out = v; return 1; }
+    case FC_GGUF_U32: { uint32_t v; memcpy(&v, kv->raw, 4); *out = v; return 1; }
+    case FC_GGUF_I32: { int32_t v; memcpy(&v, kv->raw, 4); if (v < 0) return -1; *out = (uint64_t)v; return 1; }
+    default: return -1;
+    }
+}
+
+/* After the first split file is open: open parts 2..n next to it (names
+ * PREFIX-0000k-of-0000n.gguf, as llama.cpp's gguf-split writes them), check
+ * each says it is part k of n, and take in their tensors, whose bytes stay
+ * in the part's own mapping. KVs come from the first file only. */
+static int open_splits(const g_src *o, fc_gguf *g, int flags)
+{
+    uint64_t count = 1, no = 0, total = 0;
+    int has_count = split_key(g, "split.count", &count), has_no = split_key(g, "split.no", &no);
+    if (has_count < 0 || has_no < 0)
+        return g_fail(o, FC_ERR_FORMAT, "key \"%s\" must be an unsigned integer",
+                      has_count < 0 ? "split.count" : "split.no"), 0;
+    if (!has_count || count <= 1) return 1;
+    if (count > 99999) return g_fail(o, FC_ERR_FORMAT, "split.count %llu exceeds 99999", (unsigned long long)count), 0;
+    if (no != 0)
+        return g_fail(o, FC_ERR_FORMAT, "this is split %llu of %llu: open the first split (-00001-of-%05llu.gguf)",
+                      (unsigned long long)no + 1, (unsigned long long)count, (unsigned long long)count), 0;
+    char suffix[64];
+    snprintf(suffix, sizeof suffix, "-00001-of-%05llu.gguf", (unsigned long long)count);
+    size_t plen = strlen(o->path), slen = strlen(suffix);
+    if (plen < slen || strcmp(o->path + plen - slen, suffix) != 0)
+        return g_fail(o, FC_ERR_FORMAT, "split.count is %llu but the file name does not end in \"%s\", so the other "
+                      "splits cannot be found", (unsigned long long)count, suffix), 0;
+    if (!(g->parts = calloc((size_t)count, sizeof *g->parts))) return g_fail(o, FC_ERR_OOM, "out of memory"), 0;
+    char *path = malloc(plen + 1);
+    if (!path) return g_fail(o, FC_ERR_OOM, "out of memory"), 0;
+    int ok = 1;
+    for (uint64_t k = 1; k < count && ok; k++) {
+        snprintf(path, plen + 1, "%.*s-%05llu-of-%05llu.gguf", (int)(plen - slen), o->path,
+                 (unsigned long long)k + 1, (unsigned long long)count);
+        g_src po = {o->ctx, o->op, path};
+        fc_gguf *p = g_open(&po, flags);
+        if (!p) {
+            ok = 0;
+            break;
+        }
+        g->parts[g->n_parts++] = p;
+        uint64_t pc = 0, pn = 0;
+        if (split_key(p, "split.count", &pc) != 1 || split_key(p, "split.no", &pn) != 1 || pc != count || pn != k) {
+            g_fail(&po, FC_ERR_FORMAT, "expected split %llu of %llu, but its split.no/split.count say otherwise",
+                   (unsigned long long)k + 1, (unsigned long long)count);
+            ok = 0;
+            break;
+        }
+        g_tensor *t = realloc(g->t, ((size_t)(g->n_t + p->n_t) + 1) * sizeof *t);
+        if (!t) {
+            g_fail(o, FC_ERR_OOM, "out of memory");
+            ok = 0;
+            break;
+        }
+        g->t = t;
+        for (int64_t i = 0; i < p->n_t; i++) {
+            g_tensor *d = &g->t[g->n_t];
+            *d = p->t[i];
+            d->part = g->n_parts;
+            if (!(d->name = strdup(p->t[i].name))) {
+                g_fail(o, FC_ERR_OOM, "out of memory");
+                ok = 0;
+                break;
+            }
+            g->n_t++;
+        }
+    }
+    free(path);
+    if (ok) ok = index_tensors(o, g);
+    if (ok && split_key(g, "split.tensors.count", &total) == 1 && total != (uint64_t)g->n_t) {
+        g_fail(o, FC_ERR_FORMAT, "split.tensors.count is %llu but the %llu splits hold %lld tensors",
+               (unsigned long long)total, (unsigned long long)count, (long long)g->n_t);
+        ok = 0;
+    }
+    return ok;
+}
+
 /* ---- public: handle and KVs ---------------------------------------------------- */
 
 fc_gguf *fc_gguf_open(fc_ctx *ctx, const char *path, int flags)
@@ -579,8 +687,15 @@ fc_gguf *fc_gguf_open(fc_ctx *ctx, const char *path, int flags)
     if (!ctx) return NULL;
     if (!path) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_gguf_open: path is NULL");
     g_src o = {ctx, "fc_gguf_open", path};
-    return g_open(&o, flags);
+    fc_gguf *g = g_open(&o, flags);
+    if (g && !open_splits(&o, g, flags)) {
+        g_free(g);
+        return NULL;
+    }
+    return g;
 }
+
+int fc_gguf_split_count(const fc_gguf *g) { return g ? 1 + g->n_parts : 0; }
 
 void fc_gguf_close(fc_gguf *g) { g_free(g); }
 
@@ -746,7 +861,9 @@ int fc_gguf_tensor_info_at(const fc_gguf *g, int64_t i, fc_gguf_tensor_info *out
     memcpy(out->ne, t->ne, sizeof t->ne);
     out->nbytes = t->nbytes;
     out->offset = t->offset;
-    out->data = g->bytes + g->data_off + t->offset;
+    const fc_gguf *src = t->part ? g->parts[t->part - 1] : g;
+    out->data = src->bytes + src->data_off + t->offset;
+    out->split = t->part;
     return 1;
 }
 
@@ -766,8 +883,9 @@ fc_tensor *fc_gguf_tensor(fc_gguf *g, const char *name)
     fc_dtype dt = (fc_dtype)ti->dtype;
     fc_dim dims[FC_GGUF_MAX_DIMS];
     for (int d = 0; d < t->n_dims; d++) dims[d] = (fc_dim){fc_axis_positional(d), t->ne[t->n_dims - 1 - d]};
-    void *p = (void *)(g->bytes + g->data_off + t->offset);
+    const fc_gguf *src = t->part ? g->parts[t->part - 1] : g;
+    void *p = (void *)(src->bytes + src->data_off + t->offset);
     if ((uintptr_t)p % fc_dtype_size(dt) != 0)
         return fc_from_data(g->ctx, dt, dims, t->n_dims, p, (size_t)t->nbytes);
-    return fc_file_map_wrap(g->ctx, g->map, dt, dims, t->n_dims, p, (size_t)t->nbytes);
+    return fc_file_map_wrap(g->ctx, src->map, dt, dims, t->n_dims, p, (size_t)t->nbytes);
 }
