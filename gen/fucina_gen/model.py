@@ -39,6 +39,20 @@ class Isa:
 
 
 @dataclass(frozen=True)
+class Block:
+    """A block-quantized storage format (registry `blocks:`): `elems` values
+    stored in one `bytes`-byte struct `ctype` (src/quant/blocks.h)."""
+    name: str
+    ctype: str
+    elems: int
+    bytes: int
+    partner: Optional[str]        # activation format of the integer dot (q8_0, q8_1, q8_K)
+    mins: Optional[str]           # the struct field holding the min scale (dmin, m), if any
+    doc: str
+    line: int
+
+
+@dataclass(frozen=True)
 class DType:
     name: str
     ctype: str
@@ -48,6 +62,7 @@ class DType:
     from_compute: str             # C expression with {} for the compute value
     ulp_bits: int                 # mantissa bits incl. hidden (for ULP distance), 0 for integers
     line: int
+    block: Optional[Block] = None  # set for block-quantized formats (registry `blocks:`)
 
     @property
     def enum(self):
@@ -69,6 +84,7 @@ class Family:
     path: str = ""
     template: str = ""            # folder under templates/ (default: the family's name)
     operands: dict = field(default_factory=dict, hash=False, compare=False)
+    blocks: bool = False          # its dtypes are block formats (registry `blocks:`), tiles are free-form
 
 
 @dataclass(frozen=True)

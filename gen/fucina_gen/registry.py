@@ -13,7 +13,7 @@ import os
 import re
 
 from . import yamlsrc
-from .model import Arm, DType, Family, Isa, Kernel, Registry
+from .model import Arm, Block, DType, Family, Isa, Kernel, Registry
 from .yamlsrc import LDict, LList, RegistryError
 
 SCHEMA_VERSION = 1
@@ -29,13 +29,15 @@ ARCHES = tuple(sorted(KNOWN_FEATURES))
 NAN_POLICIES = ("propagate", "any", "unchecked")
 COMPUTE_TYPES = ("f32", "f64", "i32")
 
-TOP_KEYS = {"schema", "isas", "dtypes", "families", "kernels", "include"}
-INCLUDED_KEYS = {"families", "kernels"}
+TOP_KEYS = {"schema", "isas", "dtypes", "blocks", "families", "kernels", "include"}
+OPTIONAL_TOP_KEYS = {"include", "blocks"}
+INCLUDED_KEYS = {"blocks", "families", "kernels"}
 ISA_KEYS = {"arch", "cflags", "requires", "rank", "vocab", "width", "parent", "twin", "doc"}
 TWIN_KEYS = {"cflags", "requires", "define"}
 DTYPE_KEYS = {"ctype", "size", "compute", "to_compute", "from_compute", "ulp_bits", "doc"}
+BLOCK_KEYS = {"ctype", "elems", "bytes", "partner", "mins", "doc"}
 FAMILY_KEYS = {"doc", "signature", "suffix", "kernel_keys", "required_keys", "bench", "arms",
-               "ref_tolerance", "template", "operands"}
+               "ref_tolerance", "template", "operands", "blocks"}
 KERNEL_KEYS = {"name", "family", "dtypes", "doc", "tolerance", "ref_tolerance", "nan", "arms"}
 ARM_KEYS = {"tiles", "dispatch", "dtypes", "params"}
 TOLERANCE_KEYS = {"ulp", "abs", "rel", "sum_bound"}
@@ -160,6 +162,48 @@ def _parse_dtypes(ctx, raw):
     return dtypes
 
 
+def _parse_blocks(ctx, raw, dtypes):
+    """Block-quantized formats: each becomes a dtype whose `block` is set.
+
+    A block is `elems` values in a `bytes`-byte C struct `ctype`; `partner`
+    names the activation format of its integer dot (a block of the same
+    `elems`); `mins` names the struct field of the min scale, if the format has
+    one (tests use it to bound cancellation between the scale and min terms)."""
+    parsed = {}
+    for name, spec in raw.items():
+        spec = ctx.require_map(raw, name, spec)
+        ctx.check_keys(spec, BLOCK_KEYS, f"block '{name}'")
+        if name in dtypes:
+            ctx.err(raw, name, f"block '{name}' has the name of a dtype")
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z][a-z0-9]*(_[a-zA-Z0-9]+)*", name):
+            ctx.err(raw, name, f"block name {name!r} must be letters, digits and single underscores")
+        for req in ("ctype", "elems", "bytes"):
+            if req not in spec:
+                ctx.err(spec, None, f"block '{name}' is missing '{req}'")
+        for k in ("elems", "bytes"):
+            v = spec[k]
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                ctx.err(spec, k, f"block '{name}': {k} must be a positive integer")
+        if not isinstance(spec["ctype"], str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", spec["ctype"]):
+            ctx.err(spec, "ctype", f"block '{name}': ctype must be a C type name")
+        for k in ("partner", "mins"):
+            if k in spec and not isinstance(spec[k], str):
+                ctx.err(spec, k, f"block '{name}': {k} must be a name")
+        parsed[name] = (spec, Block(name=name, ctype=spec["ctype"], elems=spec["elems"], bytes=spec["bytes"],
+                                    partner=spec.get("partner"), mins=spec.get("mins"),
+                                    doc=str(spec.get("doc", "")), line=raw.line_of(name)))
+    for name, (spec, b) in parsed.items():
+        if b.partner is not None:
+            if b.partner not in parsed:
+                ctx.err(spec, "partner", f"block '{name}': unknown partner '{b.partner}' "
+                        f"(known blocks: {', '.join(sorted(parsed))})")
+            if parsed[b.partner][1].elems != b.elems:
+                ctx.err(spec, "partner", f"block '{name}': partner '{b.partner}' has {parsed[b.partner][1].elems} "
+                        f"elements per block, not {b.elems}")
+        dtypes[name] = DType(name=name, ctype=b.ctype, size=b.bytes, compute="f32", to_compute="{}",
+                             from_compute="{}", ulp_bits=0, line=b.line, block=b)
+
+
 def _parse_arms(ctx, parent, key, raw, isas, where):
     raw = ctx.require_map(parent, key, raw)
     out = {}
@@ -209,6 +253,9 @@ def _parse_families(ctx, raw, isas):
             if req not in spec:
                 ctx.err(raw, name, f"family '{name}' is missing '{req}'")
         arms = _parse_arms(ctx, spec, "arms", spec["arms"], isas, f"family '{name}'")
+        blocks = spec.get("blocks", False)
+        if not isinstance(blocks, bool):
+            ctx.err(spec, "blocks", f"family '{name}': blocks must be true or false")
         ref_tol = None
         if "ref_tolerance" in spec:
             ref_tol = parse_tolerance(ctx, spec, "ref_tolerance", spec["ref_tolerance"])
@@ -218,7 +265,8 @@ def _parse_families(ctx, raw, isas):
                             required_keys=ctx.str_list(spec, "required_keys", spec.get("required_keys")),
                             bench=dict(spec.get("bench") or {}), default_arms=arms,
                             ref_tolerance=ref_tol, line=raw.line_of(name), path=spec.path or ctx.path,
-                            template=str(spec.get("template", name)), operands=_plain(spec.get("operands") or {}))
+                            template=str(spec.get("template", name)), operands=_plain(spec.get("operands") or {}),
+                            blocks=blocks)
     return fams
 
 
@@ -256,6 +304,12 @@ def _parse_kernels(ctx, raw, isas, dtypes, fams):
         for d in dts:
             if d not in dtypes:
                 ctx.err(spec, "dtypes", f"{where}: unknown dtype '{d}' (known: {', '.join(sorted(dtypes))})")
+            for f in families:
+                if fams[f].blocks and dtypes[d].block is None:
+                    ctx.err(spec, "dtypes", f"{where}: family '{f}' takes block formats (registry 'blocks:'), "
+                            f"and '{d}' is not one")
+                if not fams[f].blocks and dtypes[d].block is not None:
+                    ctx.err(spec, "dtypes", f"{where}: '{d}' is a block format, which family '{f}' does not take")
         tol_raw = spec.get("tolerance")
         if tol_raw is None:
             ctx.err(spec, "name", f"{where}: missing 'tolerance' (needed for every dtype: {', '.join(dts)})")
@@ -329,7 +383,8 @@ def _expand_arms(ctx, reg, raw_kernels, template_dir):
                     if arm["dtypes"] is not None and dname not in arm["dtypes"]:
                         continue
                     dt = reg.dtypes[dname]
-                    if isa_name != "scalar" and dt.compute not in isa.width and fam.name not in NO_WIDTH_FAMILIES:
+                    free_tiles = fam.name in NO_WIDTH_FAMILIES or fam.blocks
+                    if isa_name != "scalar" and dt.compute not in isa.width and not free_tiles:
                         continue  # the ISA has no vector type for this compute type: no arm
                     for tile in arm["tiles"]:
                         a = Arm(kernel=k, family=fam, dtype=dt, isa=isa, tile=tile,
@@ -337,10 +392,10 @@ def _expand_arms(ctx, reg, raw_kernels, template_dir):
                         if a.symbol in symbols:
                             ctx.err(kspec, "name", f"duplicate symbol {a.symbol}")
                         w = isa.width.get(dt.compute, 1)
-                        if isinstance(tile, str) and fam.name not in NO_WIDTH_FAMILIES:
+                        if isinstance(tile, str) and not free_tiles:
                             ctx.err(arm["node"], "tiles", f"kernel '{k.name}': register tile '{tile}' in family "
                                     f"'{fam.name}', which takes lane counts")
-                        if isa_name != "scalar" and fam.name not in NO_WIDTH_FAMILIES and tile % w:
+                        if isa_name != "scalar" and not free_tiles and tile % w:
                             ctx.err(arm["node"], "tiles", f"kernel '{k.name}': tile {tile} of ISA '{isa_name}' "
                                     f"is not a multiple of its {dt.compute} width {w}")
                         symbols[a.symbol] = a
@@ -391,12 +446,25 @@ def _merge_includes(ctx, raw, path):
         if not isinstance(sub, LDict):
             raise RegistryError(sub_path, 1, "an included registry file must be a mapping")
         ctx.check_keys(sub, INCLUDED_KEYS, f"included file '{rel}'")
+        sub_blocks = sub.get("blocks")
+        if sub_blocks is not None:
+            sub_blocks = ctx.require_map(sub, "blocks", sub_blocks)
+            if raw.get("blocks") is None:
+                raw["blocks"] = LDict()
+                raw["blocks"].key_lines = {}
+            for name, spec in sub_blocks.items():
+                if name in raw["blocks"]:
+                    ctx.err(sub_blocks, name, f"duplicate block '{name}'")
+                raw["blocks"][name] = spec
+                raw["blocks"].key_lines[name] = sub_blocks.line_of(name)
         for name, fam in (sub.get("families") or {}).items():
             if name in raw["families"]:
                 ctx.err(sub["families"], name, f"duplicate family '{name}' (first at {path}:{raw['families'].line_of(name)})")
             raw["families"][name] = fam
             raw["families"].key_lines[name] = sub["families"].line_of(name)
-        kernels = sub.get("kernels") or []
+        kernels = sub.get("kernels")
+        if kernels is None:  # a file of blocks or families only
+            continue
         if not isinstance(kernels, LList):
             ctx.err(sub, "kernels", "'kernels' must be a list")
         raw["kernels"].extend(kernels)
@@ -417,7 +485,7 @@ def build(raw, path, template_dir=None):
     if not isinstance(raw, LDict):
         raise RegistryError(path, 1, "the registry must be a mapping")
     ctx.check_keys(raw, TOP_KEYS, "the registry")
-    for k in TOP_KEYS - {"include"}:
+    for k in TOP_KEYS - OPTIONAL_TOP_KEYS:
         if k not in raw:
             raise RegistryError(path, raw.line, f"missing top-level key '{k}'")
     _merge_includes(ctx, raw, path)
@@ -425,6 +493,8 @@ def build(raw, path, template_dir=None):
         ctx.err(raw, "schema", f"schema {raw['schema']!r} is not supported (this generator reads schema {SCHEMA_VERSION})")
     isas = _parse_isas(ctx, ctx.require_map(raw, "isas", raw["isas"]))
     dtypes = _parse_dtypes(ctx, ctx.require_map(raw, "dtypes", raw["dtypes"]))
+    if raw.get("blocks") is not None:
+        _parse_blocks(ctx, ctx.require_map(raw, "blocks", raw["blocks"]), dtypes)
     fams = _parse_families(ctx, ctx.require_map(raw, "families", raw["families"]), isas)
     kernels = _parse_kernels(ctx, raw["kernels"], isas, dtypes, fams)
     reg = Registry(path=path, isas=isas, dtypes=dtypes, families=fams, kernels=kernels)

@@ -114,11 +114,18 @@ class Renderer:
             "P": VOCAB_PREFIX[ct], "V": VOCAB_PREFIX[ct] + "_t", "W": a.isa.width.get(ct, 1),
             "ct": ct, "attrs": a.kernel.attrs, "to": a.kernel.attrs.get("_to"), "params": a.params, "twin": twin,
             "mr": (a.mr_nr or (0, 0))[0], "nr": (a.mr_nr or (0, 0))[1],
+            "blk": a.dtype.block, "partner": self.partner_of(a.dtype),
             "signature": signature(a, fn), "template": tpl,
             "provenance": provenance(a, tpl, self.reg.path, twin),
             "to_ct": lambda e, d=a.dtype: d.to_compute.format(e),
             "from_ct": lambda e, d=a.dtype: d.from_compute.format(e),
         }
+
+    def partner_of(self, d):
+        """The partner block (activation format) of a block dtype, else None."""
+        if d.block is None or d.block.partner is None:
+            return None
+        return self.reg.dtypes[d.block.partner].block
 
     def render_arm(self, a, twin=False):
         ctx = self.arm_context(a, twin)
@@ -137,6 +144,7 @@ class Renderer:
             "registry": os.path.basename(self.reg.path),
             "signature_of": lambda a, fn: signature(a, fn),
             "typedef_of": typedef_of, "COMPUTE_CTYPE": COMPUTE_CTYPE,
+            "partner_of": self.partner_of, "bench_call": lambda a: bench_call(a, self.partner_of(a.dtype)),
         }
 
     def render_all(self):
@@ -164,6 +172,14 @@ def signature(a, fn):
     to = a.kernel.attrs.get("_to")
     return a.family.signature.format(fn=fn, T=a.dtype.ctype, CT=COMPUTE_CTYPE[a.dtype.compute],
                                      U=to.ctype if to else "void")
+
+
+def bench_call(a, partner=None):
+    """The family's bench `call` for arm a: {fn} the symbol; for block formats
+    also {elems} and {bytes} of the block and {pbytes} of its partner."""
+    b = a.dtype.block
+    return a.family.bench["call"].format(fn=a.symbol, elems=b.elems if b else 1, bytes=b.bytes if b else a.dtype.size,
+                                         pbytes=partner.bytes if partner else (b.bytes if b else a.dtype.size))
 
 
 def typedef_of(a):
