@@ -19,6 +19,8 @@ static void usage(FILE *f)
             "                            [--quick] [--json FILE] [...]\n"
             "       fucina-bench ops [--filter PATTERN] [--threads N,N] [--quick] [--json FILE] [...]\n"
             "       fucina-bench train [--threads N,N] [--rounds N] [--passes N] [--filter NAME] [--no-peer]\n"
+            "       fucina-bench quant [--threads N,N] [--rounds N] [--filter P] [--shape MxNxK] [--no-peer]\n"
+            "       fucina-bench quantize [--size MIB] [--type MIX] [--threads N] [--rounds N] [--no-peer]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
@@ -29,6 +31,10 @@ static void usage(FILE *f)
             "             rows and attention against the roofline measured in the same run; 1 and 2 threads\n"
             "  train      backward bookkeeping per record; MLP AdamW steps and a transformer block's\n"
             "             forward + backward against PyTorch (alternating runs, same thread count)\n"
+            "  quant      quantized matmul (q8_0, q4_0, q4_K, q5_K, q6_K weights) against ggml's CPU\n"
+            "             backend on the same bytes (alternating runs); M=1 against the DRAM roofline\n"
+            "  quantize   GGUF model quantization (f16 qwen3-shaped model to Q4_K_M) against\n"
+            "             llama.cpp's llama_model_quantize (alternating runs, same thread count)\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");
@@ -71,7 +77,9 @@ int main(int argc, char **argv)
             if (!strcmp(argv[2], "kernels")) return fcb_cmd_kernels(2, sub);
             if (!strcmp(argv[2], "ops")) return fcb_cmd_ops(2, sub);
             if (!strcmp(argv[2], "train")) return fcb_cmd_train(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train)\n", argv[2]);
+            if (!strcmp(argv[2], "quant")) return fcb_cmd_quant(2, sub);
+            if (!strcmp(argv[2], "quantize")) return fcb_cmd_quantize(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -81,6 +89,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "kernels")) return fcb_cmd_kernels(argc - 1, argv + 1);
     if (!strcmp(cmd, "ops")) return fcb_cmd_ops(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return fcb_cmd_train(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "quant")) return fcb_cmd_quant(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return fcb_cmd_quantize(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

@@ -170,5 +170,7 @@ int fcb_cmd_roofline(int argc, char **argv);
 int fcb_cmd_kernels(int argc, char **argv);
 int fcb_cmd_ops(int argc, char **argv); /* ops_gemm.c */
 int fcb_cmd_train(int argc, char **argv); /* train.c */
+int fcb_cmd_quant(int argc, char **argv); /* quant.c */
+int fcb_cmd_quantize(int argc, char **argv); /* quantize.c */
 
 #endif /* FCB_H */

@@ -10,6 +10,7 @@
 #include "fucina/dtype.h"
 #include "fucina/ctx.h"
 #include "fucina/tensor.h"
+#include "fucina/qtensor.h"
 #include "fucina/ops.h"
 #include "fucina/shape_ops.h"
 #include "fucina/loss.h"
@@ -20,5 +21,6 @@
 #include "fucina/optim.h"
 #include "fucina/safetensors.h"
 #include "fucina/gguf.h"
+#include "fucina/tokenizer.h"
 
 #endif

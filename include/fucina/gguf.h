@@ -54,7 +54,8 @@ enum {
     FC_GGML_Q6_K = 14, FC_GGML_Q8_K = 15, FC_GGML_IQ2_XXS = 16, FC_GGML_IQ2_XS = 17, FC_GGML_IQ3_XXS = 18,
     FC_GGML_IQ1_S = 19, FC_GGML_IQ4_NL = 20, FC_GGML_IQ3_S = 21, FC_GGML_IQ2_S = 22, FC_GGML_IQ4_XS = 23,
     FC_GGML_I8 = 24, FC_GGML_I16 = 25, FC_GGML_I32 = 26, FC_GGML_I64 = 27, FC_GGML_F64 = 28, FC_GGML_IQ1_M = 29,
-    FC_GGML_BF16 = 30, FC_GGML_TQ1_0 = 34, FC_GGML_TQ2_0 = 35, FC_GGML_MXFP4 = 39,
+    FC_GGML_BF16 = 30, FC_GGML_TQ1_0 = 34, FC_GGML_TQ2_0 = 35, FC_GGML_MXFP4 = 39, FC_GGML_NVFP4 = 40,
+    FC_GGML_Q1_0 = 41, FC_GGML_Q2_0 = 42,
 };
 
 #define FC_GGUF_READ 1               /* read the file into memory instead of mmap'ing it */
@@ -139,9 +140,10 @@ FC_API int64_t fc_gguf_find_tensor(const fc_gguf *g, const char *name); /* -1 wh
 
 /* The tensor `name` as a new fc_tensor: F32 F16 BF16 F64 I8 I16 I32 I64,
  * zero-copy over the file bytes (kept alive after close), or a copy when
- * they are not aligned to the element size. Axes positional, sizes = the
- * GGUF dims reversed (row-major: ne[0] is the last axis). Block types:
- * FC_ERR_DTYPE. */
+ * they are not aligned to the element size. Block types (Q4_0, Q4_K, ...)
+ * become block tensors of the matching dtype (fucina/qtensor.h), always
+ * zero-copy. Axes positional, sizes = the GGUF dims reversed (row-major:
+ * ne[0] is the last axis). */
 FC_API fc_tensor *fc_gguf_tensor(fc_gguf *g, const char *name);
 
 /* ---- writing ---------------------------------------------------------------- */
@@ -181,9 +183,10 @@ FC_API fc_status fc_gguf_writer_copy_kv(fc_gguf_writer *w, const fc_gguf *g, int
  * valid until the save (so a mapped file can be re-emitted without a copy). */
 FC_API fc_status fc_gguf_writer_add_raw(fc_gguf_writer *w, const char *name, uint32_t type, int n_dims,
                                         const int64_t *ne, const void *data, uint64_t nbytes);
-/* A tensor of a plain dtype (f32 f16 bf16 f64 i8 i16 i32 i64), rank 0..4,
- * copied now in row-major order; its sizes reversed become the GGUF dims
- * (rank 0 is written as one dim of 1). */
+/* A tensor of a plain dtype (f32 f16 bf16 f64 i8 i16 i32 i64) or a block
+ * dtype (its blocks as they are: a block tensor read from a file is written
+ * back byte for byte), rank 0..4, copied now in row-major order; its sizes
+ * reversed become the GGUF dims (rank 0 is written as one dim of 1). */
 FC_API fc_status fc_gguf_writer_add_tensor(fc_gguf_writer *w, const char *name, const fc_tensor *t);
 
 /* Write atomically (temporary file, fsync, rename); every check (e.g. a

@@ -68,12 +68,14 @@ FC_API fc_tensor *fc_full(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank
 FC_API fc_tensor *fc_empty_pos(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes);
 /* A rank-0 tensor holding `value` cast to dt. */
 FC_API fc_tensor *fc_scalar(fc_ctx *ctx, fc_dtype dt, double value);
-/* A copy of `nbytes` of row-major element data (nbytes must equal the size). */
+/* A copy of `nbytes` of row-major element data (nbytes must equal the size).
+ * For a block dtype (fucina/qtensor.h) the data are the encoded blocks. */
 FC_API fc_tensor *fc_from_data(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank,
                                const void *data, size_t nbytes);
 /* A tensor over caller memory (e.g. an mmap'd file), not copied. `release`
  * (may be NULL) runs once when the last view of it is gone. `data` must stay
- * valid until then and be aligned to the element size. */
+ * valid until then and be aligned to the element size (block dtypes: any
+ * alignment, nbytes >= the blocks' size). */
 FC_API fc_tensor *fc_wrap(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank,
                           void *data, size_t nbytes,
                           void (*release)(void *user, void *data), void *user);

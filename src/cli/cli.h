@@ -5,5 +5,6 @@
 
 int fc_cmd_info(int argc, char **argv);
 int fc_cmd_demo(int argc, char **argv);
+int fc_cmd_quantize(int argc, char **argv);
 
 #endif

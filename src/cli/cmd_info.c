@@ -1,25 +1,192 @@
-/* fucina info: what this build can do on this CPU. */
+/* fucina info: what this build can do on this CPU, or what a GGUF file holds. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "fucina/fucina.h"
+#include "fucina/gguf.h"
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: fucina info [--slots]\n\n"
-               "Prints the version, the CPU features Fucina detects, the ISAs of this build and\n"
-               "whether this CPU runs them, the ISA cap (FUCINA_ISA), and with --slots (the default\n"
-               "when stdout is not a terminal too) the arm chosen for every kernel slot.\n");
+    fprintf(f, "usage: fucina info [--slots]\n"
+               "       fucina info MODEL.gguf [--all]\n\n"
+               "Without a file: prints the version, the CPU features Fucina detects, the ISAs of this\n"
+               "build and whether this CPU runs them, the ISA cap (FUCINA_ISA), and with --slots (the\n"
+               "default when stdout is not a terminal too) the arm chosen for every kernel slot.\n\n"
+               "With a GGUF file: its version, alignment and data offset; every metadata key with its\n"
+               "type and value (arrays as type, length and the first few items; --all prints every\n"
+               "item); the tensor table (name, type, shape in GGUF order ne[0] first, bytes, offset in\n"
+               "the data section); totals: parameter count, bytes, and a histogram of tensor types.\n"
+               "A malformed file is reported (exit status 2) with the reader's message.\n");
+}
+
+/* ---- fucina info MODEL.gguf ------------------------------------------------------------ */
+
+static void print_scalar(const void *p, int type)
+{
+    switch ((fc_gguf_vtype)type) {
+    case FC_GGUF_U8: printf("%u", *(const uint8_t *)p); break;
+    case FC_GGUF_I8: printf("%d", *(const int8_t *)p); break;
+    case FC_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); printf("%u", v); break; }
+    case FC_GGUF_I16: { int16_t v; memcpy(&v, p, 2); printf("%d", v); break; }
+    case FC_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); printf("%" PRIu32, v); break; }
+    case FC_GGUF_I32: { int32_t v; memcpy(&v, p, 4); printf("%" PRId32, v); break; }
+    case FC_GGUF_U64: { uint64_t v; memcpy(&v, p, 8); printf("%" PRIu64, v); break; }
+    case FC_GGUF_I64: { int64_t v; memcpy(&v, p, 8); printf("%" PRId64, v); break; }
+    case FC_GGUF_F32: { float v; memcpy(&v, p, 4); printf("%.9g", v); break; }
+    case FC_GGUF_F64: { double v; memcpy(&v, p, 8); printf("%.17g", v); break; }
+    case FC_GGUF_BOOL: printf("%s", *(const uint8_t *)p ? "true" : "false"); break;
+    case FC_GGUF_STR: case FC_GGUF_ARR: break;
+    }
+}
+
+/* A string, quoted, control bytes escaped, cut at max bytes. */
+static void print_str(const char *s, size_t len, size_t max)
+{
+    putchar('"');
+    for (size_t i = 0; i < len && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c == '\n') printf("\\n");
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else putchar(c);
+    }
+    putchar('"');
+    if (len > max) printf("... (%zu bytes)", len);
+}
+
+static size_t scalar_size(int t)
+{
+    switch ((fc_gguf_vtype)t) {
+    case FC_GGUF_U8: case FC_GGUF_I8: case FC_GGUF_BOOL: return 1;
+    case FC_GGUF_U16: case FC_GGUF_I16: return 2;
+    case FC_GGUF_U32: case FC_GGUF_I32: case FC_GGUF_F32: return 4;
+    case FC_GGUF_U64: case FC_GGUF_I64: case FC_GGUF_F64: return 8;
+    case FC_GGUF_STR: case FC_GGUF_ARR: return 0;
+    }
+    return 0;
+}
+
+static int info_gguf(const char *path, int all)
+{
+    char err[256];
+    fc_ctx *ctx = fc_ctx_new(NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "fucina info: %s\n", err);
+        return 1;
+    }
+    fc_gguf *g = fc_gguf_open(ctx, path, 0);
+    if (!g) {
+        fprintf(stderr, "fucina info: %s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 2;
+    }
+    int64_t nkv = fc_gguf_kv_count(g), nt = fc_gguf_tensor_count(g);
+    printf("file: %s\nGGUF version %u, alignment %u, data at byte %" PRIu64 ", %" PRId64 " metadata keys, %" PRId64
+           " tensors\n", path, fc_gguf_version(g), fc_gguf_alignment(g), fc_gguf_data_offset(g), nkv, nt);
+    printf("\nmetadata:\n");
+    const uint64_t show = all ? UINT64_MAX : 8;
+    for (int64_t i = 0; i < nkv; i++) {
+        const char *key = fc_gguf_kv_key(g, i);
+        int type = fc_gguf_kv_type(g, i);
+        printf("  %-44s %-7s ", key, fc_gguf_vtype_name(type));
+        if (type == FC_GGUF_STR) {
+            const char *s;
+            size_t len;
+            if (fc_gguf_get_str(g, key, &s, &len) == FC_OK) print_str(s, len, all ? (size_t)-1 : 120);
+        } else if (type == FC_GGUF_ARR) {
+            int et;
+            uint64_t n;
+            if (fc_gguf_get_arr(g, key, &et, &n) != FC_OK) continue;
+            printf("[%s x %" PRIu64 "]", fc_gguf_vtype_name(et), n);
+            if (n) printf(" ");
+            if (et == FC_GGUF_STR) {
+                for (uint64_t k = 0; k < n && k < show; k++) {
+                    const char *s;
+                    size_t len;
+                    if (fc_gguf_get_arr_str(g, key, k, &s, &len) != FC_OK) break;
+                    printf("%s", k ? ", " : "");
+                    print_str(s, len, all ? (size_t)-1 : 40);
+                }
+            } else {
+                const void *d;
+                uint64_t m;
+                if (fc_gguf_get_arr_data(g, key, et, &d, &m) == FC_OK)
+                    for (uint64_t k = 0; k < m && k < show; k++) {
+                        printf("%s", k ? ", " : "");
+                        print_scalar((const unsigned char *)d + k * scalar_size(et), et);
+                    }
+            }
+            if (n > show) printf(", ...");
+        } else {
+            unsigned char raw[8] = {0};
+            fc_status st = FC_OK;
+            switch ((fc_gguf_vtype)type) {
+            case FC_GGUF_U8: st = fc_gguf_get_u8(g, key, (uint8_t *)raw); break;
+            case FC_GGUF_I8: st = fc_gguf_get_i8(g, key, (int8_t *)raw); break;
+            case FC_GGUF_U16: { uint16_t v; st = fc_gguf_get_u16(g, key, &v); memcpy(raw, &v, 2); break; }
+            case FC_GGUF_I16: { int16_t v; st = fc_gguf_get_i16(g, key, &v); memcpy(raw, &v, 2); break; }
+            case FC_GGUF_U32: { uint32_t v; st = fc_gguf_get_u32(g, key, &v); memcpy(raw, &v, 4); break; }
+            case FC_GGUF_I32: { int32_t v; st = fc_gguf_get_i32(g, key, &v); memcpy(raw, &v, 4); break; }
+            case FC_GGUF_U64: { uint64_t v; st = fc_gguf_get_u64(g, key, &v); memcpy(raw, &v, 8); break; }
+            case FC_GGUF_I64: { int64_t v; st = fc_gguf_get_i64(g, key, &v); memcpy(raw, &v, 8); break; }
+            case FC_GGUF_F32: { float v; st = fc_gguf_get_f32(g, key, &v); memcpy(raw, &v, 4); break; }
+            case FC_GGUF_F64: { double v; st = fc_gguf_get_f64(g, key, &v); memcpy(raw, &v, 8); break; }
+            case FC_GGUF_BOOL: { int v; st = fc_gguf_get_bool(g, key, &v); raw[0] = v != 0; break; }
+            case FC_GGUF_STR: case FC_GGUF_ARR: break;
+            }
+            if (st == FC_OK) print_scalar(raw, type);
+        }
+        printf("\n");
+    }
+    printf("\ntensors:\n  %-5s %-44s %-8s %-28s %14s %14s\n", "#", "name", "type", "shape (ne)", "bytes", "offset");
+    uint64_t total_bytes = 0, counts[64] = {0}, bytes_of[64] = {0};
+    int64_t total_params = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        fc_gguf_tensor_info ti;
+        if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
+        char sh[96];
+        size_t l = 0;
+        int64_t elems = 1;
+        for (int d = 0; d < ti.n_dims; d++) {
+            l += (size_t)snprintf(sh + l, l < sizeof sh ? sizeof sh - l : 0, "%s%" PRId64, d ? " x " : "", ti.ne[d]);
+            elems *= ti.ne[d];
+        }
+        printf("  %-5" PRId64 " %-44s %-8s %-28s %14" PRIu64 " %14" PRIu64 "\n", i, ti.name, ti.type_name, sh,
+               ti.nbytes, ti.offset);
+        total_params += elems;
+        total_bytes += ti.nbytes;
+        if (ti.type < 64) {
+            counts[ti.type]++;
+            bytes_of[ti.type] += ti.nbytes;
+        }
+    }
+    printf("\ntotals: %" PRId64 " tensors, %" PRId64 " parameters (%.3f B), %" PRIu64 " bytes (%.2f MiB), "
+           "%.3f bits/parameter\n", nt, total_params, (double)total_params / 1e9, total_bytes,
+           (double)total_bytes / (1024.0 * 1024.0), total_params ? 8.0 * (double)total_bytes / (double)total_params : 0.0);
+    printf("types:\n");
+    for (uint32_t t = 0; t < 64; t++)
+        if (counts[t])
+            printf("  %-8s %6" PRIu64 " tensors %14" PRIu64 " bytes (%5.1f%%)\n", fc_ggml_type_name(t), counts[t],
+                   bytes_of[t], total_bytes ? 100.0 * (double)bytes_of[t] / (double)total_bytes : 0.0);
+    fc_gguf_close(g);
+    fc_ctx_free(ctx);
+    return 0;
 }
 
 int fc_cmd_info(int argc, char **argv)
 {
-    int slots = 1;
+    int slots = 1, all = 0;
+    const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             help(stdout);
             return 0;
+        } else if (argv[i][0] != '-' && !path) {
+            path = argv[i];
+        } else if (!strcmp(argv[i], "--all")) {
+            all = 1;
         } else if (!strcmp(argv[i], "--slots")) {
             slots = 1;
         } else if (!strcmp(argv[i], "--no-slots")) {
@@ -30,6 +197,7 @@ int fc_cmd_info(int argc, char **argv)
             return 2;
         }
     }
+    if (path) return info_gguf(path, all);
     if (fc_dispatch_init() != FC_OK) {
         fprintf(stderr, "fucina info: %s\n", fc_dispatch_error());
         return 2;

@@ -12,7 +12,8 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"info", fc_cmd_info, "CPU features, ISAs and the kernel chosen for every dispatch slot"},
+    {"info", fc_cmd_info, "CPU features, ISAs and kernel slots; with MODEL.gguf: its metadata and tensors"},
+    {"quantize", fc_cmd_quantize, "IN.gguf OUT.gguf TYPE: re-encode a model to a quantization mix (Q4_K_M, ...)"},
     {"demo", fc_cmd_demo, "small end-to-end examples (spirals: train a classifier with each optimizer)"},
 };
 

@@ -22,7 +22,7 @@ typedef struct gguf_type_info {
     const char *name;
     uint32_t blck;  /* elements per block */
     uint32_t bytes; /* bytes per block */
-    int dtype;      /* fc_dtype for plain types, -1 for block types */
+    int dtype;      /* its fc_dtype (every known id has one, block formats included) */
 } gguf_type_info;
 
 /* NULL for an unknown id. */
@@ -54,5 +54,19 @@ void fc_gguf_kv_free(gguf_kv *kv);
 int fc_gguf_kv_clone(gguf_kv *dst, const gguf_kv *src);
 /* The reader's KV i (NULL out of range). */
 const gguf_kv *fc_gguf_kv_at(const fc_gguf *g, int64_t i);
+
+/* Streaming writes (the quantizer: data produced tensor by tensor, never the
+ * whole model in memory). Tensors are declared with add_info (type and dims:
+ * the sizes are known up front); begin writes the header to a temporary
+ * file; write appends the data in tensor order, in pieces of any size (the
+ * padding after each tensor is added when its last byte arrives); finish
+ * checks every tensor is complete and renames the file into place; abort
+ * (also done by fc_gguf_writer_free and on any failure) removes it. The
+ * bytes are exactly those fc_gguf_writer_save would write. */
+fc_status fc_gguf_writer_add_info(fc_gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne);
+fc_status fc_gguf_writer_begin(fc_gguf_writer *w, const char *path);
+fc_status fc_gguf_writer_write(fc_gguf_writer *w, const void *data, uint64_t nbytes);
+fc_status fc_gguf_writer_finish(fc_gguf_writer *w);
+void fc_gguf_writer_abort(fc_gguf_writer *w);
 
 #endif

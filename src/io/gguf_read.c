@@ -877,15 +877,17 @@ fc_tensor *fc_gguf_tensor(fc_gguf *g, const char *name)
     if (i < 0) return g_fail(&o, FC_ERR_INVALID_ARG, "no tensor \"%s\" in the file", show(q, name, strlen(name)));
     const g_tensor *t = &g->t[i];
     const gguf_type_info *ti = fc_gguf_type_info(t->type);
-    if (ti->dtype < 0)
-        return g_fail(&o, FC_ERR_DTYPE, "tensor \"%s\": block type %s is not a tensor dtype yet",
-                      show(q, name, strlen(name)), ti->name);
+    if (ti->dtype < 0) /* cannot happen: every known id has a dtype (gguf_types.c) */
+        return g_fail(&o, FC_ERR_DTYPE, "tensor \"%s\": type %s has no tensor dtype", show(q, name, strlen(name)),
+                      ti->name);
     fc_dtype dt = (fc_dtype)ti->dtype;
     fc_dim dims[FC_GGUF_MAX_DIMS];
     for (int d = 0; d < t->n_dims; d++) dims[d] = (fc_dim){fc_axis_positional(d), t->ne[t->n_dims - 1 - d]};
     const fc_gguf *src = t->part ? g->parts[t->part - 1] : g;
     void *p = (void *)(src->bytes + src->data_off + t->offset);
-    if ((uintptr_t)p % fc_dtype_size(dt) != 0)
+    /* Block tensors need no alignment (the codecs read bytes); they are
+     * always wrapped zero-copy. */
+    if (!fc_dtype_is_block(dt) && (uintptr_t)p % fc_dtype_size(dt) != 0)
         return fc_from_data(g->ctx, dt, dims, t->n_dims, p, (size_t)t->nbytes);
     return fc_file_map_wrap(g->ctx, src->map, dt, dims, t->n_dims, p, (size_t)t->nbytes);
 }

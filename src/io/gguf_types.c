@@ -1,31 +1,39 @@
-/* GGUF / ggml type tables. Block sizes from ggml's type traits (checked
- * against gguf-py's GGML_QUANT_SIZES); the gaps are ids ggml removed. */
+/* GGUF / ggml type tables. The ids, names and block sizes are not listed
+ * here: they come from the dtypes (fc_dtype_from_ggml_type and the block
+ * table in core/dtype_table.h, itself checked against src/quant and, in the
+ * tests, against ggml), so a format is described in one place. Names are
+ * the dtype's in upper case, as gguf-py and llama.cpp print them ("Q4_K",
+ * "IQ2_XXS", "BF16"). The gaps are ids ggml removed (4, 5, 31-33, 36-38). */
 #include "io/gguf_internal.h"
 
+#include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 
-static const gguf_type_info types[] = {
-    [FC_GGML_F32] = {"F32", 1, 4, FC_F32},        [FC_GGML_F16] = {"F16", 1, 2, FC_F16},
-    [FC_GGML_Q4_0] = {"Q4_0", 32, 18, -1},        [FC_GGML_Q4_1] = {"Q4_1", 32, 20, -1},
-    [FC_GGML_Q5_0] = {"Q5_0", 32, 22, -1},        [FC_GGML_Q5_1] = {"Q5_1", 32, 24, -1},
-    [FC_GGML_Q8_0] = {"Q8_0", 32, 34, -1},        [FC_GGML_Q8_1] = {"Q8_1", 32, 36, -1},
-    [FC_GGML_Q2_K] = {"Q2_K", 256, 84, -1},       [FC_GGML_Q3_K] = {"Q3_K", 256, 110, -1},
-    [FC_GGML_Q4_K] = {"Q4_K", 256, 144, -1},      [FC_GGML_Q5_K] = {"Q5_K", 256, 176, -1},
-    [FC_GGML_Q6_K] = {"Q6_K", 256, 210, -1},      [FC_GGML_Q8_K] = {"Q8_K", 256, 292, -1},
-    [FC_GGML_IQ2_XXS] = {"IQ2_XXS", 256, 66, -1}, [FC_GGML_IQ2_XS] = {"IQ2_XS", 256, 74, -1},
-    [FC_GGML_IQ3_XXS] = {"IQ3_XXS", 256, 98, -1}, [FC_GGML_IQ1_S] = {"IQ1_S", 256, 50, -1},
-    [FC_GGML_IQ4_NL] = {"IQ4_NL", 32, 18, -1},    [FC_GGML_IQ3_S] = {"IQ3_S", 256, 110, -1},
-    [FC_GGML_IQ2_S] = {"IQ2_S", 256, 82, -1},     [FC_GGML_IQ4_XS] = {"IQ4_XS", 256, 136, -1},
-    [FC_GGML_I8] = {"I8", 1, 1, FC_I8},           [FC_GGML_I16] = {"I16", 1, 2, FC_I16},
-    [FC_GGML_I32] = {"I32", 1, 4, FC_I32},        [FC_GGML_I64] = {"I64", 1, 8, FC_I64},
-    [FC_GGML_F64] = {"F64", 1, 8, FC_F64},        [FC_GGML_IQ1_M] = {"IQ1_M", 256, 56, -1},
-    [FC_GGML_BF16] = {"BF16", 1, 2, FC_BF16},     [FC_GGML_TQ1_0] = {"TQ1_0", 256, 54, -1},
-    [FC_GGML_TQ2_0] = {"TQ2_0", 256, 66, -1},     [FC_GGML_MXFP4] = {"MXFP4", 32, 17, -1},
-};
+#include "core/dtype_table.h"
+
+static gguf_type_info types[FC_GGML_ID_LIMIT];
+static char names[FC_GGML_ID_LIMIT][12];
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void build(void)
+{
+    for (uint32_t id = 0; id < FC_GGML_ID_LIMIT; id++) {
+        fc_dtype dt;
+        if (!fc_dtype_from_ggml_type(id, &dt)) continue;
+        const char *n = fc_dtype_name(dt);
+        size_t i = 0;
+        for (; n[i] && i + 1 < sizeof names[id]; i++) names[id][i] = (char)toupper((unsigned char)n[i]);
+        names[id][i] = 0;
+        types[id] = (gguf_type_info){names[id], (uint32_t)fc_dtype_block_elems(dt), (uint32_t)fc_dtype_block_bytes(dt),
+                                     (int)dt};
+    }
+}
 
 const gguf_type_info *fc_gguf_type_info(uint32_t type)
 {
-    if (type >= sizeof types / sizeof types[0] || !types[type].name) return NULL;
+    pthread_once(&once, build);
+    if (type >= FC_GGML_ID_LIMIT || !types[type].name) return NULL;
     return &types[type];
 }
 
@@ -44,22 +52,7 @@ int fc_ggml_type_block(uint32_t type, uint32_t *block_elems, uint32_t *block_byt
     return 1;
 }
 
-int fc_gguf_type_of_dtype(fc_dtype dt)
-{
-    switch (dt) {
-    case FC_F32: return FC_GGML_F32;
-    case FC_F16: return FC_GGML_F16;
-    case FC_BF16: return FC_GGML_BF16;
-    case FC_F64: return FC_GGML_F64;
-    case FC_I8: return FC_GGML_I8;
-    case FC_I16: return FC_GGML_I16;
-    case FC_I32: return FC_GGML_I32;
-    case FC_I64: return FC_GGML_I64;
-    case FC_U8:
-    case FC_BOOL: return -1;
-    }
-    return -1;
-}
+int fc_gguf_type_of_dtype(fc_dtype dt) { return fc_dtype_ggml_type(dt); }
 
 static const char *const vnames[] = {"UINT8", "INT8",  "UINT16", "INT16",  "UINT32", "INT32", "FLOAT32",
                                      "BOOL",  "STRING", "ARRAY", "UINT64", "INT64",  "FLOAT64"};

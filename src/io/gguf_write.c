@@ -33,6 +33,13 @@ struct fc_gguf_writer {
     int64_t n_kv, cap_kv;
     w_tensor *t;
     int64_t n_t, cap_t;
+    /* streaming (fc_gguf_writer_begin .. finish): the open file, the tensor
+     * whose data is being appended and how many of its bytes are written */
+    int streaming;
+    fc_atomic_file af;
+    uint32_t align;
+    int64_t cur;
+    uint64_t cur_done;
 };
 
 static fc_status w_fail(fc_gguf_writer *w, const char *op, fc_status st, const char *fmt, ...)
@@ -60,6 +67,7 @@ fc_gguf_writer *fc_gguf_writer_new(fc_ctx *ctx)
 void fc_gguf_writer_free(fc_gguf_writer *w)
 {
     if (!w) return;
+    fc_gguf_writer_abort(w);
     for (int64_t i = 0; i < w->n_kv; i++) fc_gguf_kv_free(&w->kv[i]);
     free(w->kv);
     for (int64_t i = 0; i < w->n_t; i++) {
@@ -298,6 +306,24 @@ fc_status fc_gguf_writer_add_raw(fc_gguf_writer *w, const char *name, uint32_t t
     return FC_OK;
 }
 
+fc_status fc_gguf_writer_add_info(fc_gguf_writer *w, const char *name, uint32_t type, int n_dims, const int64_t *ne)
+{
+    static const char *op = "fc_gguf_writer_add_info";
+    if (!w) return FC_ERR_INVALID_ARG;
+    if (w->streaming) return w_fail(w, op, FC_ERR_INVALID_ARG, "the file is already being written");
+    uint64_t nbytes;
+    if (!check_shape(w, op, name ? name : "", type, n_dims, ne, &nbytes)) return fc_ctx_status(w->ctx);
+    w_tensor *t = t_slot(w, op, name);
+    if (!t) return fc_ctx_status(w->ctx);
+    t->type = type;
+    t->n_dims = n_dims;
+    for (int d = 0; d < FC_GGUF_MAX_DIMS; d++) t->ne[d] = d < n_dims ? ne[d] : 1;
+    t->nbytes = nbytes;
+    t->data = NULL; /* streamed by fc_gguf_writer_write */
+    w->n_t++;
+    return FC_OK;
+}
+
 fc_status fc_gguf_writer_add_tensor(fc_gguf_writer *w, const char *name, const fc_tensor *x)
 {
     static const char *op = "fc_gguf_writer_add_tensor";
@@ -403,11 +429,10 @@ static int write_zeros(fc_atomic_file *af, uint64_t n)
     return 1;
 }
 
-fc_status fc_gguf_writer_save(fc_gguf_writer *w, const char *path)
+/* The header (everything before the data section) into *b, and the
+ * alignment; every check that can fail without I/O happens here. */
+static fc_status build_header(fc_gguf_writer *w, const char *op, const char *path, buf *b, uint32_t *align_out)
 {
-    static const char *op = "fc_gguf_writer_save";
-    if (!w) return FC_ERR_INVALID_ARG;
-    if (!path) return w_fail(w, op, FC_ERR_INVALID_ARG, "path is NULL");
     char pb[160];
     uint32_t align = FC_GGUF_DEFAULT_ALIGNMENT;
     for (int64_t i = 0; i < w->n_kv; i++) {
@@ -421,32 +446,52 @@ fc_status fc_gguf_writer_save(fc_gguf_writer *w, const char *path)
             return w_fail(w, op, FC_ERR_INVALID_ARG, "%s: \"general.alignment\" is %u; it must be a power of two "
                           "<= %u", fc_io_path_for_msg(path, pb, sizeof pb), align, GGUF_ALIGN_MAX);
     }
-    buf b = {0};
-    put(&b, "GGUF", 4);
-    put_u32(&b, 3);
-    put_u64(&b, (uint64_t)w->n_t);
-    put_u64(&b, (uint64_t)w->n_kv);
-    for (int64_t i = 0; i < w->n_kv; i++) put_kv(&b, &w->kv[i]);
+    memset(b, 0, sizeof *b);
+    put(b, "GGUF", 4);
+    put_u32(b, 3);
+    put_u64(b, (uint64_t)w->n_t);
+    put_u64(b, (uint64_t)w->n_kv);
+    for (int64_t i = 0; i < w->n_kv; i++) put_kv(b, &w->kv[i]);
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n_t; i++) {
         const w_tensor *t = &w->t[i];
-        put_str(&b, t->name, strlen(t->name));
-        put_u32(&b, (uint32_t)t->n_dims);
-        for (int d = 0; d < t->n_dims; d++) put_u64(&b, (uint64_t)t->ne[d]);
-        put_u32(&b, t->type);
-        put_u64(&b, off);
+        put_str(b, t->name, strlen(t->name));
+        put_u32(b, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++) put_u64(b, (uint64_t)t->ne[d]);
+        put_u32(b, t->type);
+        put_u64(b, off);
         uint64_t pad = (align - t->nbytes % align) % align;
         if (t->nbytes + pad > UINT64_MAX - off) {
-            free(b.p);
+            free(b->p);
+            b->p = NULL;
             return w_fail(w, op, FC_ERR_INVALID_ARG, "the data section overflows 64 bits");
         }
         off += t->nbytes + pad;
     }
-    put(&b, zeros, (align - b.n % align) % align);
-    if (b.oom) {
-        free(b.p);
+    put(b, zeros, (align - b->n % align) % align);
+    if (b->oom) {
+        free(b->p);
+        b->p = NULL;
         return w_fail(w, op, FC_ERR_OOM, "out of memory");
     }
+    *align_out = align;
+    return FC_OK;
+}
+
+fc_status fc_gguf_writer_save(fc_gguf_writer *w, const char *path)
+{
+    static const char *op = "fc_gguf_writer_save";
+    if (!w) return FC_ERR_INVALID_ARG;
+    if (!path) return w_fail(w, op, FC_ERR_INVALID_ARG, "path is NULL");
+    if (w->streaming) return w_fail(w, op, FC_ERR_INVALID_ARG, "the file is being streamed (fc_gguf_writer_begin)");
+    for (int64_t i = 0; i < w->n_t; i++)
+        if (!w->t[i].data)
+            return w_fail(w, op, FC_ERR_INVALID_ARG, "tensor \"%s\" has no data (added with fc_gguf_writer_add_info: "
+                          "use fc_gguf_writer_begin / write / finish)", w->t[i].name);
+    buf b;
+    uint32_t align;
+    fc_status st = build_header(w, op, path, &b, &align);
+    if (st != FC_OK) return st;
     fc_atomic_file af;
     int ok = fc_atomic_open(&af, w->ctx, op, path) && fc_atomic_write(&af, b.p, b.n);
     free(b.p);
@@ -456,4 +501,86 @@ fc_status fc_gguf_writer_save(fc_gguf_writer *w, const char *path)
     }
     if (ok) ok = fc_atomic_commit(&af);
     return ok ? FC_OK : fc_ctx_status(w->ctx);
+}
+
+/* ---- streaming: the same bytes as save, the data appended piece by piece ----------- */
+
+fc_status fc_gguf_writer_begin(fc_gguf_writer *w, const char *path)
+{
+    static const char *op = "fc_gguf_writer_begin";
+    if (!w) return FC_ERR_INVALID_ARG;
+    if (!path) return w_fail(w, op, FC_ERR_INVALID_ARG, "path is NULL");
+    if (w->streaming) return w_fail(w, op, FC_ERR_INVALID_ARG, "the file is already being written");
+    buf b;
+    uint32_t align;
+    fc_status st = build_header(w, op, path, &b, &align);
+    if (st != FC_OK) return st;
+    int ok = fc_atomic_open(&w->af, w->ctx, op, path);
+    if (ok) {
+        w->streaming = 1; /* from here on, abort removes the temporary */
+        ok = fc_atomic_write(&w->af, b.p, b.n);
+    }
+    free(b.p);
+    if (!ok) {
+        w->streaming = 0;
+        return fc_ctx_status(w->ctx);
+    }
+    w->align = align;
+    w->cur = 0;
+    w->cur_done = 0;
+    return FC_OK;
+}
+
+fc_status fc_gguf_writer_write(fc_gguf_writer *w, const void *data, uint64_t nbytes)
+{
+    static const char *op = "fc_gguf_writer_write";
+    if (!w) return FC_ERR_INVALID_ARG;
+    if (!w->streaming) return w_fail(w, op, FC_ERR_INVALID_ARG, "no file is being written (fc_gguf_writer_begin)");
+    if (nbytes && !data) return w_fail(w, op, FC_ERR_INVALID_ARG, "data is NULL");
+    while (nbytes > 0) {
+        if (w->cur >= w->n_t) {
+            fc_gguf_writer_abort(w);
+            return w_fail(w, op, FC_ERR_INVALID_ARG, "more data than the tensors hold");
+        }
+        const w_tensor *t = &w->t[w->cur];
+        uint64_t k = t->nbytes - w->cur_done < nbytes ? t->nbytes - w->cur_done : nbytes;
+        if (!fc_atomic_write(&w->af, data, (size_t)k)) {
+            w->streaming = 0; /* fc_atomic_write aborted the file */
+            return fc_ctx_status(w->ctx);
+        }
+        data = (const unsigned char *)data + k;
+        nbytes -= k;
+        w->cur_done += k;
+        if (w->cur_done == t->nbytes) {
+            if (!write_zeros(&w->af, (w->align - t->nbytes % w->align) % w->align)) {
+                w->streaming = 0;
+                return fc_ctx_status(w->ctx);
+            }
+            w->cur++;
+            w->cur_done = 0;
+        }
+    }
+    return FC_OK;
+}
+
+fc_status fc_gguf_writer_finish(fc_gguf_writer *w)
+{
+    static const char *op = "fc_gguf_writer_finish";
+    if (!w) return FC_ERR_INVALID_ARG;
+    if (!w->streaming) return w_fail(w, op, FC_ERR_INVALID_ARG, "no file is being written (fc_gguf_writer_begin)");
+    /* A tensor of 0 bytes cannot exist (dims >= 1), so cur counts the complete ones. */
+    if (w->cur != w->n_t) {
+        fc_gguf_writer_abort(w);
+        return w_fail(w, op, FC_ERR_INVALID_ARG, "only %lld of %lld tensors were written", (long long)w->cur,
+                      (long long)w->n_t);
+    }
+    w->streaming = 0;
+    return fc_atomic_commit(&w->af) ? FC_OK : fc_ctx_status(w->ctx);
+}
+
+void fc_gguf_writer_abort(fc_gguf_writer *w)
+{
+    if (!w || !w->streaming) return;
+    fc_atomic_abort(&w->af);
+    w->streaming = 0;
 }

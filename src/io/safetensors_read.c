@@ -578,6 +578,9 @@ static int check_request(const st_src *o, fc_safetensors *f, const fc_named_tens
     seen[k] = 1;
     const st_entry *e = &f->e[k];
     fc_dtype dt = fc_tensor_dtype(r->tensor);
+    if (fc_dtype_is_block(dt))
+        return st_fail(o, FC_ERR_DTYPE, "tensor \"%s\": the destination is %s, a block-quantized dtype safetensors "
+                       "cannot hold (read into f32 and fc_quantize)", show(q, r->name), fc_dtype_name(dt)), 0;
     if (dt != e->dtype)
         return st_fail(o, FC_ERR_DTYPE, "tensor \"%s\": dtype %s in the file vs %s in the tensor", show(q, r->name),
                        fc_dtype_name(e->dtype), fc_dtype_name(dt)), 0;

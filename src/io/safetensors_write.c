@@ -38,6 +38,7 @@ static const char *st_dtype_name(fc_dtype dt)
     case FC_BF16: return "BF16";
     case FC_F32: return "F32";
     case FC_F64: return "F64";
+    FC_CASE_BLOCK_DTYPES: return NULL; /* safetensors has no block formats */
     }
     return NULL;
 }
@@ -128,6 +129,10 @@ static int check_args(fc_ctx *ctx, const fc_named_tensor *ts, int n, const char 
             ok = (fc_fail(ctx, FC_ERR_INVALID_ARG, OP ": tensor %d: the name \"__metadata__\" is reserved", i), 0);
         if (ok && !ts[i].tensor)
             ok = (fc_fail(ctx, FC_ERR_INVALID_ARG, OP ": tensor %d (\"%s\") is NULL", i, q(b, ts[i].name)), 0);
+        if (ok && fc_dtype_is_block(fc_tensor_dtype(ts[i].tensor)))
+            ok = (fc_fail(ctx, FC_ERR_DTYPE, OP ": tensor \"%s\" is %s, a block-quantized dtype safetensors cannot "
+                          "store (fc_dequantize it first, or save a GGUF file)", q(b, ts[i].name),
+                          fc_dtype_name(fc_tensor_dtype(ts[i].tensor))), 0);
         if (ok && !st_dtype_name(fc_tensor_dtype(ts[i].tensor)))
             ok = (fc_fail(ctx, FC_ERR_DTYPE, OP ": tensor \"%s\" has an invalid dtype", q(b, ts[i].name)), 0);
         if (ok) s[i] = (idx_name){ts[i].name, i};

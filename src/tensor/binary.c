@@ -8,6 +8,7 @@
 #include "dispatch/dispatch.h"
 #include "tensor/broadcast.h"
 #include "tensor/grad_record.h"
+#include "tensor/quant_tensor.h"
 
 #define CHUNK 256
 
@@ -172,11 +173,13 @@ static void binary_row(void *arg, int64_t n, char *const *p, const int64_t *st, 
     case FC_I32: int_int32_t(B, n, p[0], st[0], p[1], st[1], p[2], st[2]); return;
     case FC_I64: int_int64_t(B, n, p[0], st[0], p[1], st[1], p[2], st[2]); return;
     case FC_BOOL: return;
+    FC_CASE_BLOCK_DTYPES: return; /* refused by binary_impl */
     }
 }
 
 static fc_tensor *binary_impl(fc_ctx *ctx, const char *name, binary_arg *B, fc_tensor *a, fc_tensor *b)
 {
+    FCT_NO_BLOCKS(ctx, name, NULL, a, b);
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     if ((unsigned)B->op >= FC_BINARY_COUNT) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_binary: unknown op %d", (int)B->op);
     if (b && a->dtype != b->dtype)
@@ -228,6 +231,7 @@ static double compute_scalar(fc_dtype dt, double s)
     switch (dt) {
     case FC_F16: case FC_BF16: case FC_F32: return (double)(float)s;
     case FC_F64: case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: return s;
+    FC_CASE_BLOCK_DTYPES: return s;
     }
     return s;
 }
@@ -279,6 +283,7 @@ static void gated_row(void *arg, int64_t n, char *const *p, const int64_t *st, i
         case FC_F16: (g->geglu ? k->f16_geglu : k->f16_swiglu)((size_t)m, a, b, y); break;
         case FC_BF16: (g->geglu ? k->bf16_geglu : k->bf16_swiglu)((size_t)m, a, b, y); break;
         case FC_F64: case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: break;
+        FC_CASE_BLOCK_DTYPES: break;
         }
         if (!contiguous) scatter(p[0] + i0 * st[0], st[0], ys, m, es);
     }

@@ -15,6 +15,7 @@
 #include "exec/gemm.h"
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 enum { GRP_BATCH, GRP_M, GRP_K, GRP_N };
 
@@ -94,9 +95,10 @@ static fc_tensor *einsum_impl(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const cha
     static const char *op = "fc_einsum";
     if (!ctx || !a || !b) return NULL;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
-    if (a->dtype != FC_F32 || (b->dtype != FC_F32 && b->dtype != FC_F16 && b->dtype != FC_BF16))
-        return fc_fail(ctx, FC_ERR_DTYPE, "%s: a must be f32 and b f32, f16 or bf16: %s and %s", op,
-                       fct_describe(a, d1, sizeof d1), fct_describe(b, d2, sizeof d2));
+    int qa = fc_dtype_is_block(a->dtype), qb = fc_dtype_is_block(b->dtype); /* contract_block.c */
+    if ((a->dtype != FC_F32 && !qa) || (b->dtype != FC_F32 && b->dtype != FC_F16 && b->dtype != FC_BF16 && !qb))
+        return fc_fail(ctx, FC_ERR_DTYPE, "%s: a must be f32 and b f32, f16 or bf16 (either may be block-quantized): "
+                       "%s and %s", op, fct_describe(a, d1, sizeof d1), fct_describe(b, d2, sizeof d2));
     if (n < 0 || n > FC_MAX_RANK) return fc_fail(ctx, FC_ERR_SHAPE, "%s: %d output axes (0..%d)", op, n, FC_MAX_RANK);
     const char *on[FC_MAX_RANK];
     for (int i = 0; i < n; i++) {
@@ -116,6 +118,7 @@ static fc_tensor *einsum_impl(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const cha
                            (long long)a->dim[i], fct_describe(a, d1, sizeof d1), (long long)b->dim[j],
                            fct_describe(b, d2, sizeof d2));
     }
+    if (qa || qb) return fct_einsum_block(ctx, a, b, on, n);
     fc_scope sc = fc_scope_begin(ctx);
     fc_tensor *res = NULL;
     /* Sum out private dropped axes first. */

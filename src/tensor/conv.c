@@ -11,6 +11,7 @@
 #include "exec/gemm.h"
 #include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
+#include "tensor/quant_tensor.h"
 
 typedef struct conv_geom {
     const char *cname, *tname, *oname, *kname;
@@ -199,6 +200,7 @@ static void record_conv(fc_ctx *ctx, fc_tensor *y, fcg_op id, const char *op, fc
 
 fc_tensor *fc_conv1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias, const fc_conv1d_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_conv1d", NULL, x, w, bias);
     if (!ctx || !x || !w) return NULL;
     static const fc_conv1d_options defaults = {0};
     if (!opt) opt = &defaults;
@@ -283,6 +285,7 @@ fc_tensor *fc_conv1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias, c
 fc_tensor *fc_conv_transpose1d(fc_ctx *ctx, fc_tensor *x, fc_tensor *w, fc_tensor *bias,
                                const fc_conv_transpose1d_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_conv_transpose1d", NULL, x, w, bias);
     if (!ctx || !x || !w) return NULL;
     static const fc_conv_transpose1d_options defaults = {0};
     if (!opt) opt = &defaults;

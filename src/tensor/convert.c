@@ -26,6 +26,7 @@ double fct_load(fc_dtype dt, const void *p)
     case FC_BF16: { fc_bf16 v; memcpy(&v, p, 2); return fc_bf16_to_f32(v); }
     case FC_F32: { float v; memcpy(&v, p, 4); return v; }
     case FC_F64: { double v; memcpy(&v, p, 8); return v; }
+    FC_CASE_BLOCK_DTYPES: return NAN; /* no elements: ops refuse block tensors before loading */
     }
     return 0.0;
 }
@@ -60,6 +61,7 @@ void fct_store(fc_dtype dt, void *p, double v)
     case FC_BF16: { fc_bf16 x = fc_f32_to_bf16(f64_to_f32_odd(v)); memcpy(p, &x, 2); return; }
     case FC_F32: { float x = (float)v; memcpy(p, &x, 4); return; }
     case FC_F64: memcpy(p, &v, 8); return;
+    FC_CASE_BLOCK_DTYPES: return; /* refused before: see fct_load */
     }
 }
 
@@ -109,6 +111,7 @@ void fct_convert(fc_dtype from, const void *src, fc_dtype to, void *dst, int64_t
             case FC_I32: ((int32_t *)dst)[i] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v); break;
             case FC_I64: ((int64_t *)dst)[i] = v; break;
             case FC_BOOL: case FC_F16: case FC_BF16: case FC_F32: case FC_F64: break;
+            FC_CASE_BLOCK_DTYPES: break;
             }
         }
         return;

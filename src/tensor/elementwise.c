@@ -197,6 +197,7 @@ static void unary_row(void *arg, int64_t n, char *const *p, const int64_t *st, i
     case FC_I32: unary_int32_t(u->op, n, x, st[1], y, st[0]); return;
     case FC_I64: unary_int64_t(u->op, n, x, st[1], y, st[0]); return;
     case FC_BOOL: case FC_U8: return;
+    FC_CASE_BLOCK_DTYPES: return; /* refused by unary_supported */
     }
 }
 
@@ -207,6 +208,7 @@ static int unary_supported(fc_unary_op op, fc_dtype dt)
     case FC_I8: case FC_I16: case FC_I32: case FC_I64:
         return op == FC_NEG || op == FC_ABS || op == FC_SQR || op == FC_RELU;
     case FC_BOOL: case FC_U8: return 0;
+    FC_CASE_BLOCK_DTYPES: return 0;
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "fucina/half.h"
 #include "fucina/shape_ops.h"
 #include "tensor/grad_record.h"
+#include "tensor/quant_tensor.h"
 #include "tensor/shape_internal.h"
 
 /* ---- copies of whole slices picked along one axis ------------------------ */
@@ -59,6 +60,7 @@ static void select_slices(fc_ctx *ctx, sel_job *j)
 fc_tensor *fc_get_rows(fc_ctx *ctx, fc_tensor *table, fc_tensor *ids)
 {
     if (!ctx || !table || !ids) return NULL;
+    if (fc_dtype_is_block(table->dtype)) return fct_block_get_rows(ctx, table, ids); /* decodes the picked rows */
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     if (table->rank < 1)
         return fc_fail(ctx, FC_ERR_SHAPE, "fc_get_rows: the table %s has no rows axis", fct_describe(table, d1, sizeof d1));
@@ -117,6 +119,7 @@ fc_tensor *fc_get_rows(fc_ctx *ctx, fc_tensor *table, fc_tensor *ids)
 
 fc_tensor *fc_index_select(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tensor *idx)
 {
+    FCT_NO_BLOCKS(ctx, "fc_index_select", NULL, t);
     if (!ctx || !t || !idx) return NULL;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     int a = fct_axis(ctx, "fc_index_select", t, axis);
@@ -230,6 +233,7 @@ static void gather_chunk(void *arg, int64_t c, int worker)
 
 fc_tensor *fc_gather(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tensor *idx)
 {
+    FCT_NO_BLOCKS(ctx, "fc_gather", NULL, t);
     if (!ctx || !t || !idx) return NULL;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     int a = fct_axis(ctx, "fc_gather", t, axis);
@@ -337,6 +341,7 @@ static inline void add_elem(fc_dtype dt, char *d, const char *s)
         memcpy(d, &x, 8);
         return;
     }
+    FC_CASE_BLOCK_DTYPES: return; /* refused before */
     }
 }
 
@@ -376,6 +381,7 @@ static void scatter_chunk(void *arg, int64_t c, int worker)
 
 fc_tensor *fc_scatter_add(fc_ctx *ctx, fc_tensor *t, const char *axis, fc_tensor *idx, fc_tensor *src)
 {
+    FCT_NO_BLOCKS(ctx, "fc_scatter_add", NULL, t, src);
     if (!ctx || !t || !idx || !src) return NULL;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     int a = fct_axis(ctx, "fc_scatter_add", t, axis);

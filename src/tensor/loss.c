@@ -9,6 +9,7 @@
 #include "dispatch/dispatch.h"
 #include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
+#include "tensor/quant_tensor.h"
 
 static int loss_float_dtype(fc_dtype dt) { return dt == FC_F32 || dt == FC_F16 || dt == FC_BF16; }
 
@@ -66,6 +67,7 @@ static void ce_chunk(void *arg, int64_t c, int worker)
 fc_tensor *fc_cross_entropy(fc_ctx *ctx, fc_tensor *logits, fc_tensor *targets, const char *class_axis,
                             const fc_ce_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_cross_entropy", NULL, logits, targets);
     if (!ctx || !logits || !targets) return NULL;
     static const fc_ce_options defaults = {FC_REDUCE_MEAN, 0.0f, FC_CE_IGNORE_DEFAULT, 1};
     if (!opt) opt = &defaults;
@@ -305,6 +307,7 @@ static fc_tensor *record_mse(fc_ctx *ctx, fc_tensor *out, fc_tensor *a, fc_tenso
 
 fc_tensor *fc_mse(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, fc_reduction reduction)
 {
+    FCT_NO_BLOCKS(ctx, "fc_mse", NULL, a, b);
     if (!ctx || !a || !b) return NULL;
     const char *op = "fc_mse";
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];

@@ -14,6 +14,7 @@
 #include "fucina/nn.h"
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 #define OP "fc_attention"
 
@@ -318,6 +319,7 @@ _Static_assert(sizeof(fc_attention_options) <= sizeof(((fcg_params *)0)->raw), "
  * head axis means q, or k and v, have none). */
 fc_tensor *fc_attention(fc_ctx *ctx, fc_tensor *q, fc_tensor *k, fc_tensor *v, const fc_attention_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_attention", NULL, q, k, v);
     if (!ctx || !q || !k || !v) return NULL;
     static const fc_attention_options defaults = {0};
     if (!opt) opt = &defaults;

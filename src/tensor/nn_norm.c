@@ -17,6 +17,7 @@
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
 #include "tensor/nn_rows.h"
+#include "tensor/quant_tensor.h"
 
 /* Elements per op below which a norm stays on one thread. */
 #define NN_NORM_PARALLEL_MIN 32768
@@ -203,6 +204,7 @@ static fc_tensor *norm_impl(fc_ctx *ctx, const char *op, norm_kind kind, fc_tens
 
 fc_tensor *fc_rmsnorm(fc_ctx *ctx, fc_tensor *x, fc_tensor *weight, const char *axis, double eps)
 {
+    FCT_NO_BLOCKS(ctx, "fc_rmsnorm", NULL, x, weight);
     if (!ctx || !x) return NULL;
     return norm_impl(ctx, "fc_rmsnorm", NORM_RMS, x, NULL, weight, NULL, axis, eps, NULL);
 }
@@ -210,6 +212,7 @@ fc_tensor *fc_rmsnorm(fc_ctx *ctx, fc_tensor *x, fc_tensor *weight, const char *
 fc_tensor *fc_rmsnorm_residual(fc_ctx *ctx, fc_tensor *x, fc_tensor *residual, fc_tensor *weight, const char *axis,
                                double eps, fc_tensor **sum_out)
 {
+    FCT_NO_BLOCKS(ctx, "fc_rmsnorm_residual", NULL, x, residual, weight);
     if (sum_out) *sum_out = NULL;
     if (!ctx || !x || !residual) return NULL;
     return norm_impl(ctx, "fc_rmsnorm_residual", NORM_RMS_RESIDUAL, x, residual, weight, NULL, axis, eps, sum_out);
@@ -217,6 +220,7 @@ fc_tensor *fc_rmsnorm_residual(fc_ctx *ctx, fc_tensor *x, fc_tensor *residual, f
 
 fc_tensor *fc_layernorm(fc_ctx *ctx, fc_tensor *x, fc_tensor *weight, fc_tensor *bias, const char *axis, double eps)
 {
+    FCT_NO_BLOCKS(ctx, "fc_layernorm", NULL, x, weight, bias);
     if (!ctx || !x) return NULL;
     return norm_impl(ctx, "fc_layernorm", NORM_LAYER, x, NULL, weight, bias, axis, eps, NULL);
 }

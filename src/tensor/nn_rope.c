@@ -14,6 +14,7 @@
 #include "fucina/nn.h"
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 #define OP "fc_rope"
 
@@ -40,6 +41,7 @@ static void record(fc_ctx *ctx, fc_tensor *y, fc_tensor *x, fc_tensor *positions
 
 fc_tensor *fc_rope(fc_ctx *ctx, fc_tensor *x, fc_tensor *positions, const fc_rope_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_rope", NULL, x, positions);
     if (!ctx || !x || !positions) return NULL;
     static const fc_rope_options defaults = {0};
     if (!opt) opt = &defaults;

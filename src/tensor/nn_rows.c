@@ -22,6 +22,7 @@ void fct_rows_gather(fc_dtype dt, const char *p, int64_t st, int64_t n, float *o
         for (int64_t i = 0; i < n; i++) out[i] = fc_bf16_to_f32(((const fc_bf16 *)p)[i * st]);
         break;
     case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
+    FC_CASE_BLOCK_DTYPES:
         break; /* rejected before */
     }
 }
@@ -43,6 +44,7 @@ void fct_rows_scatter(fc_dtype dt, const float *in, int64_t n, char *p, int64_t 
         for (int64_t i = 0; i < n; i++) ((fc_bf16 *)p)[i * st] = fc_f32_to_bf16(in[i]);
         break;
     case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: case FC_I32: case FC_I64: case FC_F64:
+    FC_CASE_BLOCK_DTYPES:
         break;
     }
 }

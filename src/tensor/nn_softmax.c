@@ -16,6 +16,7 @@
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
 #include "tensor/nn_rows.h"
+#include "tensor/quant_tensor.h"
 
 /* Elements per op below which softmax stays on one thread (exp per element
  * makes it heavier than an elementwise op). */
@@ -222,6 +223,7 @@ static void record(fc_ctx *ctx, fcg_op op, const char *name, fc_tensor *y, fc_te
 
 fc_tensor *fc_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis, const fc_softmax_options *opt)
 {
+    FCT_NO_BLOCKS(ctx, "fc_softmax", NULL, x);
     const char *an = NULL;
     float scale = 1.0f;
     fc_tensor *y = softmax_impl(ctx, "fc_softmax", x, axis, opt, 0, &an, &scale);
@@ -231,6 +233,7 @@ fc_tensor *fc_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis, const fc_soft
 
 fc_tensor *fc_log_softmax(fc_ctx *ctx, fc_tensor *x, const char *axis)
 {
+    FCT_NO_BLOCKS(ctx, "fc_log_softmax", NULL, x);
     const char *an = NULL;
     float scale = 1.0f;
     fc_tensor *y = softmax_impl(ctx, "fc_log_softmax", x, axis, NULL, 1, &an, &scale);

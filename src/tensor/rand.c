@@ -7,6 +7,7 @@
 #include "fucina/nn.h"
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 static uint64_t mix64(uint64_t z)
 {
@@ -66,6 +67,7 @@ fc_tensor *fc_rand_normal(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank
  * mask is never stored: the VJP regenerates it from (seed, i). */
 fc_tensor *fc_dropout(fc_ctx *ctx, fc_tensor *x, double p, uint64_t seed)
 {
+    FCT_NO_BLOCKS(ctx, "fc_dropout", NULL, x);
     if (!ctx || !x) return NULL;
     char d[FCT_DESC_MAX];
     if (!fc_dtype_is_float(x->dtype))

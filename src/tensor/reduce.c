@@ -17,6 +17,7 @@
 #include "dispatch/dispatch.h"
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 #define FCT_SUM_BLOCK 4096
 
@@ -307,6 +308,7 @@ static fc_tensor *reduce_impl(fc_ctx *ctx, red_kind kind, fc_tensor *x, const ch
  * axes are the ones of x the result lacks. */
 static fc_tensor *reduce(fc_ctx *ctx, red_kind kind, fc_tensor *x, const char *const *axes, int n, int correction)
 {
+    FCT_NO_BLOCKS(ctx, red_name(kind), NULL, x);
     fc_tensor *y = reduce_impl(ctx, kind, x, axes, n, correction);
     if (!y || !fcg_requires(x)) return y;
     fcg_reduce_kind rk = FCG_RED_SUM;

@@ -3,8 +3,10 @@
 #include <string.h>
 
 #include "fucina/ops.h"
+#include "fucina/qtensor.h"
 #include "tensor/broadcast.h"
 #include "tensor/grad_record.h"
+#include "tensor/quant_tensor.h"
 
 static const char *compare_name(fc_compare_op op)
 {
@@ -73,6 +75,7 @@ static void cmp_row(void *arg, int64_t n, char *const *p, const int64_t *st, int
 
 static fc_tensor *compare_impl(fc_ctx *ctx, fc_compare_op op, fc_tensor *a, fc_tensor *b, double s)
 {
+    FCT_NO_BLOCKS(ctx, "fc_compare", NULL, a, b);
     const char *name = compare_name(op);
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     if ((unsigned)op > FC_GE) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_compare: unknown op %d", (int)op);
@@ -164,12 +167,14 @@ static fc_tensor *where_impl(fc_ctx *ctx, const char *name, fc_tensor *cond, fc_
 
 fc_tensor *fc_where(fc_ctx *ctx, fc_tensor *cond, fc_tensor *a, fc_tensor *b)
 {
+    FCT_NO_BLOCKS(ctx, "fc_where", NULL, a, b);
     if (!ctx || !cond || !a || !b) return NULL;
     return where_impl(ctx, "fc_where", cond, a, b, 0, 0);
 }
 
 fc_tensor *fc_masked_fill(fc_ctx *ctx, fc_tensor *x, fc_tensor *mask, double value)
 {
+    FCT_NO_BLOCKS(ctx, "fc_masked_fill", NULL, x);
     if (!ctx || !x || !mask) return NULL;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
     for (int i = 0; i < mask->rank; i++) {
@@ -219,6 +224,7 @@ static void clamp_row(void *arg, int64_t n, char *const *p, const int64_t *st, i
 
 fc_tensor *fc_clamp(fc_ctx *ctx, fc_tensor *x, double lo, double hi)
 {
+    FCT_NO_BLOCKS(ctx, "fc_clamp", NULL, x);
     if (!ctx || !x) return NULL;
     char d[FCT_DESC_MAX];
     if (!(lo <= hi))
@@ -248,6 +254,14 @@ fc_tensor *fc_clamp(fc_ctx *ctx, fc_tensor *x, double lo, double hi)
 fc_tensor *fc_cast(fc_ctx *ctx, fc_tensor *x, fc_dtype to)
 {
     if (!ctx || !x) return NULL;
+    /* Block dtypes are not cast element by element: decoding to f32 is
+     * fc_dequantize; encoding (lossy, per block) only by fc_quantize. */
+    if (fc_dtype_is_block(x->dtype) && to == FC_F32) return fc_dequantize(ctx, x);
+    if (fc_dtype_is_block(x->dtype) || fc_dtype_is_block(to)) {
+        char d[FCT_DESC_MAX];
+        return fc_fail(ctx, FC_ERR_DTYPE, "fc_cast: %s to %s: a block-quantized dtype only converts to f32 "
+                       "(fc_dequantize) or from f32 (fc_quantize)", fct_describe(x, d, sizeof d), fc_dtype_name(to));
+    }
     if (fc_dtype_size(to) == 0) return fc_fail(ctx, FC_ERR_DTYPE, "fc_cast: invalid dtype %d", (int)to);
     fc_tensor *y = fct_alloc_like(ctx, to, x);
     if (!y) return NULL;

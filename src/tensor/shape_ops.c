@@ -5,6 +5,7 @@
 #include "fucina/shape_ops.h"
 #include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
+#include "tensor/quant_tensor.h"
 
 /* ---- shared helpers ---------------------------------------------------- */
 
@@ -181,6 +182,8 @@ static void copy_block(fc_ctx *ctx, fc_tensor *dst, int64_t off, const int64_t *
 
 fc_tensor *fc_concat(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *axis)
 {
+    for (int q_ = 0; ctx && tensors && q_ < n; q_++)
+        if (fct_block_refuse(ctx, "fc_concat", tensors[q_])) return NULL; /* block tensors: tensor/quant_tensor.h */
     if (!ctx) return NULL;
     if (!tensors || n < 1)
         return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_concat: no tensors given to join along axis \"%s\"",
@@ -217,6 +220,8 @@ fc_tensor *fc_concat(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *
 
 fc_tensor *fc_stack(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *new_axis, int pos)
 {
+    for (int q_ = 0; ctx && tensors && q_ < n; q_++)
+        if (fct_block_refuse(ctx, "fc_stack", tensors[q_])) return NULL; /* block tensors: tensor/quant_tensor.h */
     if (!ctx) return NULL;
     if (!tensors || n < 1)
         return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_stack: no tensors given to stack along axis \"%s\"",
@@ -274,6 +279,7 @@ fc_tensor *fc_stack(fc_ctx *ctx, fc_tensor *const *tensors, int n, const char *n
 
 fc_status fc_split(fc_ctx *ctx, fc_tensor *t, const char *axis, const int64_t *sizes, int n, fc_tensor **out)
 {
+    FCT_NO_BLOCKS(ctx, "fc_split", FC_ERR_DTYPE, t);
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (out)
         for (int i = 0; i < n; i++) out[i] = NULL;
@@ -332,6 +338,7 @@ fc_status fc_split(fc_ctx *ctx, fc_tensor *t, const char *axis, const int64_t *s
 
 fc_tensor *fc_pad(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t before, int64_t after, double value)
 {
+    FCT_NO_BLOCKS(ctx, "fc_pad", NULL, t);
     FCS_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_pad", t, axis);
     if (a < 0) return NULL;
@@ -370,6 +377,7 @@ fc_tensor *fc_pad(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t before, i
 
 fc_tensor *fc_repeat(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t times)
 {
+    FCT_NO_BLOCKS(ctx, "fc_repeat", NULL, t);
     FCS_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_repeat", t, axis);
     if (a < 0) return NULL;
@@ -395,6 +403,7 @@ fc_tensor *fc_repeat(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t times)
 
 fc_tensor *fc_flip(fc_ctx *ctx, fc_tensor *t, const char *axis)
 {
+    FCT_NO_BLOCKS(ctx, "fc_flip", NULL, t);
     FCS_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_flip", t, axis);
     if (a < 0) return NULL;
@@ -418,6 +427,7 @@ static int same_storage_overlap(const fc_tensor *a, const fc_tensor *b) { return
 
 fc_status fc_set_slice(fc_ctx *ctx, fc_tensor *dst, const char *axis, int64_t start, const fc_tensor *src)
 {
+    FCT_NO_BLOCKS(ctx, "fc_set_slice", FC_ERR_DTYPE, dst, src);
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (!dst || !src) return fc_ctx_status(ctx) != FC_OK ? fc_ctx_status(ctx) : FC_ERR_INVALID_ARG;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];

@@ -9,6 +9,7 @@
 #include "fucina/shape_ops.h"
 #include "tensor/grad_record.h"
 #include "tensor/shape_internal.h"
+#include "tensor/quant_tensor.h"
 
 typedef struct kv { uint64_t key; int64_t idx; } kv;
 
@@ -35,6 +36,7 @@ static inline uint64_t elem_key(fc_dtype dt, const char *p)
     case FC_BF16:
     case FC_F32:
     case FC_F64: return float_key(fct_load(dt, p));
+    FC_CASE_BLOCK_DTYPES: return 0; /* refused before */
     }
     return 0;
 }
@@ -168,6 +170,7 @@ static int sort_rows(fc_ctx *ctx, const fc_tensor *t, int a, int64_t k, int desc
 fc_status fc_topk(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t k, int largest, fc_tensor **values,
                   fc_tensor **indices)
 {
+    FCT_NO_BLOCKS(ctx, "fc_topk", FC_ERR_DTYPE, t);
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (values) *values = NULL;
     if (indices) *indices = NULL;
@@ -213,6 +216,7 @@ fc_status fc_topk(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t k, int la
 
 fc_tensor *fc_argsort(fc_ctx *ctx, fc_tensor *t, const char *axis, int descending)
 {
+    FCT_NO_BLOCKS(ctx, "fc_argsort", NULL, t);
     FCS_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_argsort", t, axis);
     if (a < 0) return NULL;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 int fct_shape(fc_ctx *ctx, const char *op, const fc_dim *dims, int rank,
               int64_t *sizes, const char **names)
@@ -65,6 +66,9 @@ static void set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *si
 fc_tensor *fct_alloc(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names)
 {
     size_t es = fc_dtype_size(dt);
+    if (es == 0 && fc_dtype_is_block(dt)) /* ops refuse block operands before they get here */
+        return fc_fail(ctx, FC_ERR_DTYPE, "%s is a block-quantized dtype: no op makes one element by element",
+                       fc_dtype_name(dt));
     if (es == 0) return fc_fail(ctx, FC_ERR_DTYPE, "invalid dtype %d", (int)dt);
     int64_t n = 1;
     for (int i = 0; i < rank; i++) n *= sizes[i];
@@ -148,13 +152,14 @@ fc_tensor *fc_empty(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank)
 {
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
-    if (!ctx) return NULL;
+    if (!ctx || fct_block_refuse_dtype(ctx, "fc_empty", dt)) return NULL;
     if (!fct_shape(ctx, "fc_empty", dims, rank, sizes, names)) return NULL;
     return fct_alloc(ctx, dt, rank, sizes, names);
 }
 
 fc_tensor *fc_zeros(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank)
 {
+    if (ctx && fct_block_refuse_dtype(ctx, "fc_zeros", dt)) return NULL;
     fc_tensor *t = fc_empty(ctx, dt, dims, rank);
     if (t) memset(fct_ptr(t), 0, (size_t)fct_numel(t) * fc_dtype_size(dt));
     return t;
@@ -162,6 +167,7 @@ fc_tensor *fc_zeros(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank)
 
 fc_tensor *fc_full(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, double value)
 {
+    if (ctx && fct_block_refuse_dtype(ctx, "fc_full", dt)) return NULL;
     fc_tensor *t = fc_empty(ctx, dt, dims, rank);
     if (t) fc_fill(ctx, t, value);
     return t;
@@ -170,7 +176,7 @@ fc_tensor *fc_full(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, doubl
 fc_tensor *fc_empty_pos(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes)
 {
     fc_dim dims[FC_MAX_RANK];
-    if (!ctx) return NULL;
+    if (!ctx || fct_block_refuse_dtype(ctx, "fc_empty_pos", dt)) return NULL;
     if (rank < 0 || rank > FC_MAX_RANK)
         return fc_fail(ctx, FC_ERR_SHAPE, "fc_empty_pos: rank %d is out of range (0..%d)", rank, FC_MAX_RANK);
     for (int i = 0; i < rank; i++) dims[i] = (fc_dim){NULL, sizes[i]};
@@ -179,7 +185,7 @@ fc_tensor *fc_empty_pos(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes
 
 fc_tensor *fc_scalar(fc_ctx *ctx, fc_dtype dt, double value)
 {
-    if (!ctx) return NULL;
+    if (!ctx || fct_block_refuse_dtype(ctx, "fc_scalar", dt)) return NULL;
     fc_tensor *t = fct_alloc(ctx, dt, 0, NULL, NULL);
     if (t) fct_store(dt, fct_ptr(t), value);
     return t;
@@ -187,6 +193,8 @@ fc_tensor *fc_scalar(fc_ctx *ctx, fc_dtype dt, double value)
 
 fc_tensor *fc_from_data(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, const void *data, size_t nbytes)
 {
+    if (fc_dtype_is_block(dt)) /* raw blocks: quant_tensor.c */
+        return fct_block_new(ctx, "fc_from_data", dt, dims, rank, (void *)(uintptr_t)data, nbytes, NULL, NULL, 1);
     fc_tensor *t = fc_empty(ctx, dt, dims, rank);
     if (!t) return NULL;
     size_t need = (size_t)fct_numel(t) * fc_dtype_size(dt);
@@ -211,6 +219,7 @@ fc_tensor *fc_wrap(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, void 
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
     if (!ctx) return NULL;
+    if (fc_dtype_is_block(dt)) return fct_block_new(ctx, "fc_wrap", dt, dims, rank, data, nbytes, release, user, 0);
     if (!fct_shape(ctx, "fc_wrap", dims, rank, sizes, names)) return NULL;
     size_t es = fc_dtype_size(dt);
     if (!es) return fc_fail(ctx, FC_ERR_DTYPE, "fc_wrap: invalid dtype %d", (int)dt);
@@ -236,6 +245,7 @@ fc_tensor *fc_wrap(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, void 
 
 fc_tensor *fc_arange(fc_ctx *ctx, fc_dtype dt, const char *axis, int64_t n)
 {
+    if (ctx && fct_block_refuse_dtype(ctx, "fc_arange", dt)) return NULL;
     fc_dim d = {axis, n};
     fc_tensor *t = fc_empty(ctx, dt, &d, 1);
     if (!t) return NULL;
@@ -268,7 +278,7 @@ int64_t fc_tensor_size(const fc_tensor *t, const char *name)
 }
 
 int64_t fc_tensor_numel(const fc_tensor *t) { return t ? fct_numel(t) : 0; }
-size_t fc_tensor_nbytes(const fc_tensor *t) { return t ? (size_t)fct_numel(t) * fc_dtype_size(t->dtype) : 0; }
+size_t fc_tensor_nbytes(const fc_tensor *t) { return t ? fct_nbytes(t) : 0; }
 int fc_tensor_is_contiguous(const fc_tensor *t) { return t ? fct_is_contiguous(t) : 0; }
 void *fc_tensor_data(const fc_tensor *t) { return t ? fct_ptr(t) : NULL; }
 

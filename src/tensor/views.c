@@ -3,6 +3,7 @@
 
 #include "tensor/grad_record.h"
 #include "tensor/internal.h"
+#include "tensor/quant_tensor.h"
 
 /* Attach a view record (kind) from t to v; returns v. */
 static fc_tensor *rec_view(fc_ctx *ctx, fc_tensor *v, fc_tensor *t, fcg_view_kind kind, const char *name,
@@ -24,6 +25,7 @@ static fc_tensor *rec_view(fc_ctx *ctx, fc_tensor *v, fc_tensor *t, fcg_view_kin
 
 fc_tensor *fc_narrow(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t start, int64_t len)
 {
+    FCT_NO_BLOCKS(ctx, "fc_narrow", NULL, t);
     FCT_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_narrow", t, axis);
     if (a < 0) return NULL;
@@ -42,6 +44,7 @@ fc_tensor *fc_narrow(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t start,
 
 fc_tensor *fc_select(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t index)
 {
+    FCT_NO_BLOCKS(ctx, "fc_select", NULL, t);
     FCT_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_select", t, axis);
     if (a < 0) return NULL;
@@ -65,6 +68,7 @@ fc_tensor *fc_select(fc_ctx *ctx, fc_tensor *t, const char *axis, int64_t index)
 
 fc_tensor *fc_permute(fc_ctx *ctx, fc_tensor *t, const char *const *order, int n)
 {
+    FCT_NO_BLOCKS(ctx, "fc_permute", NULL, t);
     FCT_NULLCHK(ctx, t);
     char d[FCT_DESC_MAX];
     if (n != t->rank)
@@ -91,6 +95,7 @@ fc_tensor *fc_permute(fc_ctx *ctx, fc_tensor *t, const char *const *order, int n
 
 fc_tensor *fc_transpose(fc_ctx *ctx, fc_tensor *t, const char *a, const char *b)
 {
+    FCT_NO_BLOCKS(ctx, "fc_transpose", NULL, t);
     FCT_NULLCHK(ctx, t);
     int ia = fct_axis(ctx, "fc_transpose", t, a), ib = ia < 0 ? -1 : fct_axis(ctx, "fc_transpose", t, b);
     if (ia < 0 || ib < 0) return NULL;
@@ -103,6 +108,7 @@ fc_tensor *fc_transpose(fc_ctx *ctx, fc_tensor *t, const char *a, const char *b)
 
 fc_tensor *fc_broadcast_to(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank)
 {
+    FCT_NO_BLOCKS(ctx, "fc_broadcast_to", NULL, t);
     FCT_NULLCHK(ctx, t);
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
@@ -143,6 +149,7 @@ static void set_contiguous_strides(fc_tensor *v)
 
 fc_tensor *fc_reshape(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank)
 {
+    FCT_NO_BLOCKS(ctx, "fc_reshape", NULL, t);
     FCT_NULLCHK(ctx, t);
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
@@ -171,6 +178,7 @@ fc_tensor *fc_reshape(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank)
 
 fc_tensor *fc_as_strided(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank, const int64_t *strides, int64_t offset)
 {
+    FCT_NO_BLOCKS(ctx, "fc_as_strided", NULL, t);
     FCT_NULLCHK(ctx, t);
     int64_t sizes[FC_MAX_RANK];
     const char *names[FC_MAX_RANK];
@@ -209,6 +217,7 @@ fc_tensor *fc_as_strided(fc_ctx *ctx, fc_tensor *t, const fc_dim *dims, int rank
 
 fc_tensor *fc_clone(fc_ctx *ctx, fc_tensor *t)
 {
+    FCT_NO_BLOCKS(ctx, "fc_clone", NULL, t);
     FCT_NULLCHK(ctx, t);
     fc_tensor *c = fct_alloc_like(ctx, t->dtype, t);
     if (!c) return NULL;
@@ -223,6 +232,7 @@ fc_tensor *fc_clone(fc_ctx *ctx, fc_tensor *t)
 
 fc_tensor *fc_contiguous(fc_ctx *ctx, fc_tensor *t)
 {
+    FCT_NO_BLOCKS(ctx, "fc_contiguous", NULL, t);
     FCT_NULLCHK(ctx, t);
     if (!fct_is_contiguous(t)) return fc_clone(ctx, t);
     fc_tensor *v = fct_view(ctx, t);
@@ -272,6 +282,7 @@ fc_tensor *fc_rename_all(fc_ctx *ctx, fc_tensor *t, const char *const *names, in
 
 fc_tensor *fc_split_axis(fc_ctx *ctx, fc_tensor *t, const char *axis, const fc_dim *parts, int n)
 {
+    FCT_NO_BLOCKS(ctx, "fc_split_axis", NULL, t);
     FCT_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_split_axis", t, axis);
     if (a < 0) return NULL;
@@ -315,6 +326,7 @@ fc_tensor *fc_split_axis(fc_ctx *ctx, fc_tensor *t, const char *axis, const fc_d
 
 fc_tensor *fc_merge_axes(fc_ctx *ctx, fc_tensor *t, const char *const *axes, int n, const char *into)
 {
+    FCT_NO_BLOCKS(ctx, "fc_merge_axes", NULL, t);
     FCT_NULLCHK(ctx, t);
     char d[FCT_DESC_MAX];
     if (n < 1) return fc_fail(ctx, FC_ERR_AXIS, "fc_merge_axes: no axes given");
@@ -363,6 +375,7 @@ fc_tensor *fc_merge_axes(fc_ctx *ctx, fc_tensor *t, const char *const *axes, int
 
 fc_tensor *fc_unsqueeze(fc_ctx *ctx, fc_tensor *t, const char *name, int pos)
 {
+    FCT_NO_BLOCKS(ctx, "fc_unsqueeze", NULL, t);
     FCT_NULLCHK(ctx, t);
     char d[FCT_DESC_MAX];
     if (t->rank >= FC_MAX_RANK)
@@ -389,6 +402,7 @@ fc_tensor *fc_unsqueeze(fc_ctx *ctx, fc_tensor *t, const char *name, int pos)
 
 fc_tensor *fc_squeeze(fc_ctx *ctx, fc_tensor *t, const char *name)
 {
+    FCT_NO_BLOCKS(ctx, "fc_squeeze", NULL, t);
     FCT_NULLCHK(ctx, t);
     int a = fct_axis(ctx, "fc_squeeze", t, name);
     if (a < 0) return NULL;
@@ -421,6 +435,7 @@ static void copy_row(void *arg, int64_t n, char *const *p, const int64_t *st, in
 
 fc_status fc_copy_into(fc_ctx *ctx, fc_tensor *dst, const fc_tensor *src)
 {
+    FCT_NO_BLOCKS(ctx, "fc_copy_into", FC_ERR_DTYPE, dst, src);
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (!dst || !src) return fc_ctx_status(ctx) != FC_OK ? fc_ctx_status(ctx) : FC_ERR_INVALID_ARG;
     char d1[FCT_DESC_MAX], d2[FCT_DESC_MAX];
@@ -459,6 +474,7 @@ static void fill_row(void *arg, int64_t n, char *const *p, const int64_t *st, in
 
 fc_status fc_fill(fc_ctx *ctx, fc_tensor *dst, double value)
 {
+    FCT_NO_BLOCKS(ctx, "fc_fill", FC_ERR_DTYPE, dst);
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (!dst) return fc_ctx_status(ctx) != FC_OK ? fc_ctx_status(ctx) : FC_ERR_INVALID_ARG;
     fill_arg f = {dst->dtype, {0}};
@@ -478,7 +494,7 @@ fc_status fc_tensor_read(fc_ctx *ctx, const fc_tensor *t, void *dst, size_t nbyt
 {
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (!t || !dst) return fc_ctx_status(ctx) != FC_OK ? fc_ctx_status(ctx) : FC_ERR_INVALID_ARG;
-    size_t need = (size_t)fct_numel(t) * fc_dtype_size(t->dtype);
+    size_t need = fct_nbytes(t); /* block tensors: their raw blocks (always contiguous) */
     if (nbytes != need) {
         char d[FCT_DESC_MAX];
         fc_fail(ctx, FC_ERR_SHAPE, "fc_tensor_read: %zu bytes given, %s has %zu", nbytes, fct_describe(t, d, sizeof d), need);

@@ -136,6 +136,7 @@ fc_tensor *fct_golden_tensor(fc_ctx *c, const fct_golden *e, fc_dtype dt, const 
         case FC_F16: { fc_f16 x = fc_f32_to_f16((float)v); memcpy(p + i * es, &x, 2); break; }
         case FC_BF16: { fc_bf16 x = fc_f32_to_bf16((float)v); memcpy(p + i * es, &x, 2); break; }
         case FC_BOOL: case FC_U8: case FC_I8: case FC_I16: cr_assert_fail("unused dtype"); break;
+        FC_CASE_BLOCK_DTYPES: cr_assert_fail("block dtypes have no golden values"); break;
         }
     }
     return t;

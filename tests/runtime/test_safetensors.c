@@ -169,7 +169,7 @@ static void expect_same(const fc_tensor *got, const fc_tensor *want, const char 
     free(y);
 }
 
-static const fc_dtype all_dtypes[FC_DTYPE_COUNT] = {FC_BOOL, FC_U8, FC_I8, FC_I16, FC_I32,
+static const fc_dtype all_dtypes[FC_DTYPE_PLAIN_COUNT] = {FC_BOOL, FC_U8, FC_I8, FC_I16, FC_I32,
                                                     FC_I64,  FC_F16, FC_BF16, FC_F32, FC_F64};
 
 /* ---- round trips -------------------------------------------------------------- */
@@ -178,12 +178,12 @@ Test(safetensors, round_trip_every_dtype_and_rank)
 {
     static const int64_t sizes[FC_MAX_RANK] = {2, 1, 3, 1, 2, 1, 1, 2};
     static const char *const names[FC_MAX_RANK] = {"a0", "a1", "a2", "a3", "a4", "a5", "a6", "a7"};
-    enum { N = FC_DTYPE_COUNT * (FC_MAX_RANK + 1) };
+    enum { N = FC_DTYPE_PLAIN_COUNT * (FC_MAX_RANK + 1) };
     fc_named_tensor ts[N];
     char tn[N][32];
     int n = 0;
     fc_scope s = fc_scope_begin(ctx);
-    for (int d = 0; d < FC_DTYPE_COUNT; d++) {
+    for (int d = 0; d < FC_DTYPE_PLAIN_COUNT; d++) {
         for (int r = 0; r <= FC_MAX_RANK; r++) {
             fc_dim dims[FC_MAX_RANK];
             /* Odd ranks get axis names, even ones stay positional. */

@@ -116,7 +116,7 @@ Test(shape, concat_by_name_and_split_round_trip)
 Test(shape, concat_every_dtype)
 {
     fc_scope s = fc_scope_begin(ctx);
-    for (int dt = 0; dt < FC_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < FC_DTYPE_PLAIN_COUNT; dt++) {
         fc_tensor *a = fc_arange(ctx, (fc_dtype)dt, "n", 3);
         fc_tensor *b = fc_full(ctx, (fc_dtype)dt, FC_SHAPE({"n", 2}), 1);
         fc_tensor *y = fc_concat(ctx, (fc_tensor *[]){a, b}, 2, "n");
@@ -210,7 +210,7 @@ Test(shape, pad_repeat_flip)
     expect_same(ctx, fc_pad(ctx, v, "r", 1, 2, 0), ctx, fc_pad(ctx, vc, "r", 1, 2, 0), "strided pad");
     expect_same(ctx, fc_repeat(ctx, v, "c", 2), ctx, fc_repeat(ctx, vc, "c", 2), "strided repeat");
     /* Every dtype: pad value converted by the casting rules. */
-    for (int dt = 0; dt < FC_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < FC_DTYPE_PLAIN_COUNT; dt++) {
         fc_tensor *x = fc_arange(ctx, (fc_dtype)dt, "n", 2);
         fc_tensor *y = fc_pad(ctx, x, "n", 1, 1, 300);
         cr_assert(y, "%s", fc_ctx_error(ctx));
@@ -265,7 +265,7 @@ Test(shape, get_rows_matches_loops)
     fc_tensor *r0 = fc_get_rows(ctx, table, one);
     cr_assert_eq(fc_tensor_rank(r0), 1);
     for (int64_t d = 0; d < 4; d++) cr_expect_eq(fc_tensor_get(r0, &d), at2(table, 7, d));
-    for (int dt = 0; dt < FC_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < FC_DTYPE_PLAIN_COUNT; dt++) {
         fc_tensor *x = fc_arange(ctx, (fc_dtype)dt, "vocab", 2);
         fc_tensor *z = fc_get_rows(ctx, x, fc_from_data(ctx, FC_I32, FC_SHAPE({"s", 3}), (int32_t[]){1, 0, 1}, 12));
         cr_assert(z, "%s", fc_ctx_error(ctx));
@@ -456,7 +456,7 @@ Test(shape, sort_goldens)
     fc_tensor_read(ctx, bs, got, sizeof got);
     cr_expect(got[0] == 2 && got[1] == 3 && got[2] == 1 && got[3] == 0);
     /* Every dtype sorts [2, 0, 1]. */
-    for (int dt = 0; dt < FC_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < FC_DTYPE_PLAIN_COUNT; dt++) {
         if (dt == FC_BOOL) continue;
         fc_tensor *z = fc_flip(ctx, fc_arange(ctx, (fc_dtype)dt, "n", 3), "n");
         fc_tensor *o = fc_argsort(ctx, z, "n", 0);

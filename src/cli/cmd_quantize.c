@@ -1,0 +1,187 @@
+/* fucina quantize: re-encode a GGUF model to a quantization mix
+ * (fc_gguf_quantize; llama-quantize's rules and type names). */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "fucina/fucina.h"
+#include "fucina/gguf.h"
+#include "fucina/quantize.h"
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: fucina quantize IN.gguf OUT.gguf TYPE [options]\n\n"
+               "Writes OUT.gguf with every weight tensor of IN.gguf re-encoded to the type llama.cpp's\n"
+               "rules pick for the mix TYPE (as llama-quantize does: norms and 1-D tensors stay, output\n"
+               "and token_embd get their own types, attn_v / ffn_down get more bits in some layers,\n"
+               "rows whose length is not a multiple of the block fall back to a smaller block). The\n"
+               "metadata is copied, general.file_type and general.quantization_version are set.\n"
+               "The input is streamed; OUT.gguf appears only when complete.\n\n"
+               "TYPE (any case):");
+    for (int i = 0; fc_quantize_mix_name(i); i++) fprintf(f, "%s %s", i % 12 == 11 ? "\n     " : "", fc_quantize_mix_name(i));
+    fprintf(f, "\n\nOptions:\n"
+               "  --pure                        every quantizable tensor gets TYPE's base type\n"
+               "  --output-tensor-type T        type of output.weight (a ggml type: q8_0, q6_K, f16, ...)\n"
+               "  --token-embedding-type T      type of token_embd.weight\n"
+               "  --threads N                   worker threads (default: FUCINA_THREADS or the cores)\n"
+               "  --dry-run                     print the plan (tensor, type, size) and write nothing\n"
+               "  --progress / --quiet          per-tensor lines on stderr (default: when it is a terminal)\n"
+               "Exit status: 0 done, 1 failure (I/O, missing encoder), 2 bad usage or bad input.\n");
+}
+
+static int parse_type(const char *s, int *out)
+{
+    for (uint32_t id = 0; id < 64; id++) {
+        const char *n = fc_ggml_type_name(id);
+        if (n && !strcasecmp(n, s)) {
+            *out = (int)id;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+typedef struct prog {
+    FILE *f;
+    int dry;
+} prog;
+
+static void shape(char *buf, size_t cap, const fc_quantize_progress *p)
+{
+    size_t l = 0;
+    buf[0] = 0;
+    for (int d = 0; d < p->n_dims; d++)
+        l += (size_t)snprintf(buf + l, l < cap ? cap - l : 0, "%s%lld", d ? " x " : "", (long long)p->ne[d]);
+}
+
+static void on_tensor(void *user, const fc_quantize_progress *p)
+{
+    const prog *pg = user;
+    char sh[96];
+    shape(sh, sizeof sh, p);
+    fprintf(pg->f, "[%4lld/%4lld] %-40s %-22s %6s -> %-6s %9.2f -> %9.2f MiB%s\n", (long long)p->index + 1,
+            (long long)p->count, p->name, sh, fc_ggml_type_name(p->src_type), fc_ggml_type_name(p->dst_type),
+            mib(p->src_bytes), mib(p->dst_bytes), p->fallback ? " (fallback: ne[0] vs block)" : "");
+    fflush(pg->f);
+}
+
+int fc_cmd_quantize(int argc, char **argv)
+{
+    const char *pos[3] = {0};
+    int npos = 0, progress = -1;
+    fc_quantize_options o = fc_quantize_default_options();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--pure")) {
+            o.pure = 1;
+        } else if (!strcmp(a, "--dry-run")) {
+            o.dry_run = 1;
+        } else if (!strcmp(a, "--progress")) {
+            progress = 1;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            progress = 0;
+        } else if (!strcmp(a, "--output-tensor-type") || !strcmp(a, "--token-embedding-type") ||
+                   !strcmp(a, "--threads")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "fucina quantize: %s needs a value\n", a);
+                return 2;
+            }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--threads")) {
+                char *end;
+                long t = strtol(v, &end, 10);
+                if (*v == 0 || *end || t < 1 || t > 1024) {
+                    fprintf(stderr, "fucina quantize: --threads '%s' is not an integer in 1..1024\n", v);
+                    return 2;
+                }
+                o.n_threads = (int)t;
+            } else {
+                int t;
+                if (!parse_type(v, &t)) {
+                    fprintf(stderr, "fucina quantize: %s '%s' is not a ggml type name (q8_0, q6_K, f16, ...)\n", a, v);
+                    return 2;
+                }
+                if (!strcmp(a, "--output-tensor-type")) o.output_tensor_type = t;
+                else o.token_embedding_type = t;
+            }
+        } else if (a[0] == '-' && a[1] != 0) {
+            fprintf(stderr, "fucina quantize: unknown option '%s'\n", a);
+            help(stderr);
+            return 2;
+        } else if (npos < 3) {
+            pos[npos++] = a;
+        } else {
+            fprintf(stderr, "fucina quantize: unexpected argument '%s'\n", a);
+            return 2;
+        }
+    }
+    if (npos != 3) {
+        fprintf(stderr, "fucina quantize: expected IN.gguf OUT.gguf TYPE (got %d argument%s)\n", npos,
+                npos == 1 ? "" : "s");
+        help(stderr);
+        return 2;
+    }
+    o.type = pos[2];
+    if (fc_quantize_mix_ftype(o.type) < 0) {
+        fprintf(stderr, "fucina quantize: unknown type '%s'; one of:", o.type);
+        for (int i = 0; fc_quantize_mix_name(i); i++) fprintf(stderr, " %s", fc_quantize_mix_name(i));
+        fprintf(stderr, "\n");
+        return 2;
+    }
+    prog pg = {.f = o.dry_run ? stdout : stderr, .dry = o.dry_run};
+    if (o.dry_run || (progress < 0 ? isatty(STDERR_FILENO) : progress)) {
+        o.progress = on_tensor;
+        o.progress_user = &pg;
+    }
+    char err[256];
+    fc_ctx_options co = {0};
+    co.threads = o.n_threads; /* the context's pool does the work */
+    o.n_threads = 0;
+    fc_ctx *ctx = fc_ctx_new(co.threads > 0 ? &co : NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "fucina quantize: %s\n", err);
+        return 1;
+    }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fc_quantize_summary s;
+    fc_status st = fc_gguf_quantize(ctx, pos[0], pos[1], &o, &s);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (st != FC_OK) {
+        fprintf(stderr, "fucina quantize: %s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        /* the input's fault (missing, malformed, unknown type): 2; the rest 1 */
+        return st == FC_ERR_FORMAT || st == FC_ERR_INVALID_ARG || st == FC_ERR_DTYPE ||
+                       (st == FC_ERR_IO && access(pos[0], R_OK) != 0)
+                   ? 2
+                   : 1;
+    }
+    fc_ctx_free(ctx);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double ne = s.n_elements > 0 ? (double)s.n_elements : 1.0;
+    printf("%s %s: %lld tensors (%lld re-encoded, %lld by fallback), %.3g M parameters\n",
+           o.dry_run ? "plan for" : "quantized", o.type, (long long)s.n_tensors, (long long)s.n_changed,
+           (long long)s.n_fallback, ne / 1e6);
+    printf("tensor data: %.2f MiB (%.2f bits/weight) -> %.2f MiB (%.2f bits/weight), %.1f%%\n", mib(s.bytes_in),
+           8.0 * (double)s.bytes_in / ne, mib(s.bytes_out), 8.0 * (double)s.bytes_out / ne,
+           s.bytes_in ? 100.0 * (double)s.bytes_out / (double)s.bytes_in : 0.0);
+    if (!o.dry_run) {
+        struct stat a, b;
+        if (stat(pos[0], &a) == 0 && stat(pos[1], &b) == 0)
+            printf("files: %s %.2f MiB -> %s %.2f MiB in %.2f s (general.file_type %d)\n", pos[0],
+                   mib((uint64_t)a.st_size), pos[1], mib((uint64_t)b.st_size), secs, s.ftype);
+    }
+    return 0;
+}

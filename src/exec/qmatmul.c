@@ -1,0 +1,298 @@
+/* fc_qmatmul: argument checks, activation quantization, the tiled integer
+ * path and the decode-to-f32 fallback (see qmatmul.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/gemm.h"
+#include "exec/qmatmul.h"
+#include "exec/qmatmul_internal.h"
+
+/* Weight rows per task of the integer path: about this many bytes of W, so a
+ * task's rows stay in L2 while the M tiles of A pass over them. */
+#define QM_W_TASK_BYTES ((size_t)128 * 1024)
+/* Activation rows per task when M is large (rounded up to a multiple of MR). */
+#define QM_M_TASK 64
+/* Weight rows decoded per chunk on the fallback path: fixed by the shape
+ * (not the thread count), since the f32 GEMM's bits depend on its N. */
+#define QM_DEC_ROWS_SMALL_M 64
+#define QM_DEC_ROWS_LARGE_M 256
+/* Below this many multiply-adds the call stays on the calling thread. */
+#define QM_SERIAL_MACS ((int64_t)1 << 18)
+
+void fc_qmatmul_force_decode(int on) { fc_qm_force_decode_flag = on != 0; }
+
+static int fail(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int fc_qmatmul_check(const fc_qmatmul_args *g, char *err, size_t len)
+{
+    if (!g) return fail(err, len, "fc_qmatmul: args is NULL");
+    if (g->m < 0) return fail(err, len, "fc_qmatmul: m = %lld is negative", (long long)g->m);
+    if (g->n < 0) return fail(err, len, "fc_qmatmul: n = %lld is negative", (long long)g->n);
+    if (g->k < 0) return fail(err, len, "fc_qmatmul: k = %lld is negative", (long long)g->k);
+    const fcq_traits *t = fcq_traits_of(g->wtype);
+    if (!t) return fail(err, len, "fc_qmatmul: wtype %lld is not a block-quantized format", (long long)g->wtype);
+    if (g->k % t->block_elems)
+        return fail(err, len, "fc_qmatmul: k = %lld is not a multiple of the %s block size %u", (long long)g->k,
+                    t->name, t->block_elems);
+    if (g->m == 0 || g->n == 0) return 0;
+    if (g->lda < g->k) return fail(err, len, "fc_qmatmul: lda = %lld is smaller than k", (long long)g->lda);
+    if (g->ldc < g->n) return fail(err, len, "fc_qmatmul: ldc = %lld is smaller than n", (long long)g->ldc);
+    if (!g->c) return fail(err, len, "fc_qmatmul: c is NULL");
+    if (g->k == 0) return 0;
+    if (!g->a) return fail(err, len, "fc_qmatmul: a is NULL");
+    if (!g->w) return fail(err, len, "fc_qmatmul: w is NULL");
+    size_t need = fcq_row_bytes(t, (size_t)g->k);
+    if (g->w_row_bytes < need)
+        return fail(err, len, "fc_qmatmul: w_row_bytes = %zu is smaller than the %zu bytes of %lld %s elements",
+                    g->w_row_bytes, need, (long long)g->k, t->name);
+    return 0;
+}
+
+const char *fc_qmatmul_path(uint32_t wtype)
+{
+    static _Thread_local char buf[32];
+    fc_qm_plan p;
+    if (fc_qm_plan_for(wtype, &p) != 0) return "bad";
+    if (p.ntiles == 0) return "f32-decode";
+    memcpy(buf, p.name, sizeof buf);
+    return buf;
+}
+
+static int nworkers(fc_workers *w) { return w ? fc_workers_count(w) : 1; }
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* ---- integer path ------------------------------------------------------------------ */
+
+typedef struct int_job {
+    const fc_qmatmul_args *g;
+    const fc_qm_plan *p;
+    size_t nb;           /* weight blocks per row */
+    unsigned char *qa;   /* quantized activations, mpad rows of a_row bytes */
+    size_t a_row;
+    size_t w_task, m_task; /* rows of W / of A per task */
+    int64_t n_ntasks, n_mtasks;
+    unsigned char *scratch; /* per worker: NR weight rows (wedge_bytes), then an MR x NR tile */
+    size_t scratch_stride, wedge_bytes;
+    int64_t q_rows;      /* activation rows per quantization chunk */
+} int_job;
+
+static void quant_chunk(void *arg, int64_t chunk, int worker)
+{
+    (void)worker;
+    const int_job *j = arg;
+    int64_t i0 = chunk * j->q_rows, i1 = i0 + j->q_rows < j->g->m ? i0 + j->q_rows : j->g->m;
+    for (int64_t i = i0; i < i1; i++)
+        j->p->quant((size_t)j->g->k, j->g->a + i * j->g->lda, j->qa + (size_t)i * j->a_row);
+}
+
+/* The weight rows [j0, j1) of a task against the activation rows [i0, i1).
+ * Row tiles: the largest MR that fits the rows left, or that they fill more
+ * than half of (over the zero rows under A: measured with an 8x4 q4_0 tile,
+ * 5 or 6 rows padded to 8 ran 1.6-2x faster than 5-6 qgemv passes, 4 rows
+ * 0.9x), then qgemv's MR = 1 for the rest. Column tiles of the tile's NR; the last partial
+ * group of W (only at N: task edges are multiples of every NR) is copied to
+ * scratch with its last row repeated, into a scratch C tile. Which kernel
+ * computes C[i, j] depends only on M and i, never on the thread count. */
+static void tile_task(void *arg, int64_t task, int worker)
+{
+    const int_job *jb = arg;
+    const fc_qmatmul_args *g = jb->g;
+    const fc_qm_plan *p = jb->p;
+    size_t wrb = g->w_row_bytes;
+    int64_t ni = task / jb->n_mtasks, mi = task % jb->n_mtasks;
+    size_t j0 = (size_t)ni * jb->w_task, j1 = j0 + jb->w_task < (size_t)g->n ? j0 + jb->w_task : (size_t)g->n;
+    size_t i0 = (size_t)mi * jb->m_task, i1 = i0 + jb->m_task < (size_t)g->m ? i0 + jb->m_task : (size_t)g->m;
+    unsigned char *wedge = jb->scratch + (size_t)worker * jb->scratch_stride;
+    float *tile = (float *)(wedge + jb->wedge_bytes);
+    const unsigned char *w = g->w;
+    int edge_of = -1; /* the tile whose edge group wedge holds */
+    for (size_t i = i0; i < i1;) {
+        int ti = p->ntiles - 1;
+        for (int t = 0; t < p->ntiles; t++)
+            if (p->tile[t].mr <= i1 - i || 2 * (i1 - i) > p->tile[t].mr) {
+                ti = t;
+                break;
+            }
+        size_t mr = p->tile[ti].mr, nr = p->tile[ti].nr, rows = i1 - i < mr ? i1 - i : mr;
+        fc_qgemm_fn fn = p->tile[ti].fn;
+        size_t jfull = j0 + (j1 - j0) / nr * nr;
+        if (jfull < j1 && edge_of != ti) {
+            for (size_t r = 0; r < nr; r++) memcpy(wedge + r * wrb, w + (jfull + r < j1 ? jfull + r : j1 - 1) * wrb, wrb);
+            edge_of = ti;
+        }
+        const unsigned char *ap = jb->qa + i * jb->a_row;
+        float *cp = g->c + i * (size_t)g->ldc;
+        for (size_t j = j0; j < j1; j += nr) {
+            size_t cols = j1 - j < nr ? j1 - j : nr;
+            const unsigned char *wp = j < jfull ? w + j * wrb : wedge;
+            if (rows == mr && cols == nr) {
+                fn(jb->nb, wp, wrb, ap, jb->a_row, cp + j, (size_t)g->ldc);
+                continue;
+            }
+            fn(jb->nb, wp, wrb, ap, jb->a_row, tile, nr);
+            for (size_t r = 0; r < rows; r++) memcpy(cp + r * (size_t)g->ldc + j, tile + r * nr, cols * sizeof(float));
+        }
+        i += rows;
+    }
+}
+
+static size_t gcd(size_t a, size_t b)
+{
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
+{
+    int_job j = {.g = g, .p = p};
+    size_t m = (size_t)g->m, n = (size_t)g->n, k = (size_t)g->k;
+    size_t mr_max = p->tile[0].mr, nr_max = 0, nr_lcm = 1;
+    for (int t = 0; t < p->ntiles; t++) {
+        size_t nr = p->tile[t].nr;
+        nr_max = nr > nr_max ? nr : nr_max;
+        nr_lcm = nr_lcm / gcd(nr_lcm, nr) * nr;
+    }
+    j.nb = k / p->wt->block_elems;
+    j.a_row = fcq_row_bytes(p->at, k);
+    size_t mpad = m + mr_max; /* zero rows under the last tile */
+    int nw = nworkers(w);
+    if (g->m * g->n * g->k < QM_SERIAL_MACS) w = NULL, nw = 1;
+
+    /* Tasks: W rows in groups of about QM_W_TASK_BYTES (multiples of every
+     * NR), at least 4 groups per thread at small M so that dynamic claiming
+     * balances; A rows in QM_M_TASK blocks when M is large. Every C element
+     * is one kernel call over all of K, so none of this changes bits. */
+    size_t wt = QM_W_TASK_BYTES / g->w_row_bytes / nr_lcm * nr_lcm;
+    if (wt < nr_lcm) wt = nr_lcm;
+    j.m_task = m > 2 * QM_M_TASK ? round_up(QM_M_TASK, mr_max) : m; /* whole MR tiles per task */
+    j.n_mtasks = (int64_t)((m + j.m_task - 1) / j.m_task);
+    size_t want = (size_t)nw * 4 / (size_t)j.n_mtasks;
+    if (nw > 1 && want > 1 && (n + wt - 1) / wt < want) {
+        size_t t = round_up((n + want - 1) / want, nr_lcm);
+        wt = t < wt ? t : wt;
+    }
+    j.w_task = wt;
+    j.n_ntasks = (int64_t)((n + wt - 1) / wt);
+
+    j.wedge_bytes = round_up(nr_max * g->w_row_bytes, 64);
+    j.scratch_stride = j.wedge_bytes + round_up(mr_max * nr_max * sizeof(float), 64);
+    size_t qa_bytes = round_up(mpad * j.a_row, 64);
+    unsigned char *mem = aligned_alloc(64, qa_bytes + j.scratch_stride * (size_t)nw);
+    if (!mem) return -1;
+    j.qa = mem;
+    j.scratch = mem + qa_bytes;
+    memset(j.qa + m * j.a_row, 0, (mpad - m) * j.a_row);
+
+    j.q_rows = 4;
+    int64_t qchunks = (g->m + j.q_rows - 1) / j.q_rows;
+    if (w && g->m >= 16) fc_workers_run(w, qchunks, quant_chunk, &j);
+    else
+        for (int64_t c = 0; c < qchunks; c++) quant_chunk(&j, c, 0);
+
+    int64_t tasks = j.n_ntasks * j.n_mtasks;
+    if (w && tasks > 1) fc_workers_run(w, tasks, tile_task, &j);
+    else
+        for (int64_t t = 0; t < tasks; t++) tile_task(&j, t, 0);
+    free(mem);
+    return 0;
+}
+
+/* ---- decode fallback ------------------------------------------------------------------ */
+
+typedef struct dec_job {
+    const fc_qmatmul_args *g;
+    const fcq_traits *wt, *at;
+    const float *a; /* activations after quantize + decode (or g->a) */
+    int64_t lda;
+    float *aq;
+    unsigned char *qrow; /* per worker: one quantized activation row */
+    size_t qrow_stride;
+    float *wdec;         /* per worker: rows x k decoded weights */
+    int64_t rows;
+    int failed;          /* set by a chunk whose f32 GEMM failed */
+} dec_job;
+
+static void dec_quant_row(void *arg, int64_t i, int worker)
+{
+    dec_job *d = arg;
+    size_t k = (size_t)d->g->k;
+    unsigned char *q = d->qrow + (size_t)worker * d->qrow_stride;
+    d->at->encode(d->g->a + i * d->g->lda, q, k);
+    d->at->decode(q, d->aq + (size_t)i * k, k);
+}
+
+static void dec_chunk(void *arg, int64_t chunk, int worker)
+{
+    dec_job *d = arg;
+    const fc_qmatmul_args *g = d->g;
+    size_t k = (size_t)g->k;
+    int64_t j0 = chunk * d->rows, nrow = g->n - j0 < d->rows ? g->n - j0 : d->rows;
+    float *b = d->wdec + (size_t)worker * (size_t)d->rows * k;
+    for (int64_t r = 0; r < nrow; r++)
+        d->wt->decode((const unsigned char *)g->w + (size_t)(j0 + r) * g->w_row_bytes, b + (size_t)r * k, k);
+    fc_gemm_args ga = {.m = g->m, .n = nrow, .k = g->k, .a = d->a, .rsa = d->lda, .csa = 1, .b = b,
+                       .btype = FC_GEMM_B_F32, .rsb = 1, .csb = g->k, .c = g->c + j0, .ldc = g->ldc};
+    if (fc_gemm_f32(NULL, &ga) != 0) d->failed = 1;
+}
+
+static int run_decode(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
+{
+    dec_job d = {.g = g, .wt = p->wt, .at = p->at, .a = g->a, .lda = g->lda};
+    size_t m = (size_t)g->m, k = (size_t)g->k;
+    int nw = nworkers(w);
+    if (g->m * g->n * g->k < QM_SERIAL_MACS) w = NULL, nw = 1;
+    d.rows = g->m <= 16 ? QM_DEC_ROWS_SMALL_M : QM_DEC_ROWS_LARGE_M;
+    if (d.rows > g->n) d.rows = g->n;
+    int quant = p->at && p->at->encode != NULL;
+    size_t aq_bytes = quant ? round_up(m * k * sizeof(float), 64) : 0;
+    d.qrow_stride = quant ? round_up(fcq_row_bytes(p->at, k), 64) : 0;
+    size_t dec_bytes = round_up((size_t)d.rows * k * sizeof(float) * (size_t)nw, 64);
+    unsigned char *mem = aligned_alloc(64, dec_bytes + aq_bytes + d.qrow_stride * (size_t)nw + 64);
+    if (!mem) return -1;
+    d.wdec = (float *)mem;
+    if (quant) {
+        d.aq = (float *)(mem + dec_bytes);
+        d.qrow = mem + dec_bytes + aq_bytes;
+        if (w && g->m >= 16) fc_workers_run(w, g->m, dec_quant_row, &d);
+        else
+            for (int64_t i = 0; i < g->m; i++) dec_quant_row(&d, i, 0);
+        d.a = d.aq;
+        d.lda = g->k;
+    }
+    int64_t chunks = (g->n + d.rows - 1) / d.rows;
+    if (w && chunks > 1) fc_workers_run(w, chunks, dec_chunk, &d);
+    else
+        for (int64_t c = 0; c < chunks; c++) dec_chunk(&d, c, 0);
+    free(mem);
+    return d.failed ? -1 : 0;
+}
+
+int fc_qmatmul(fc_workers *w, const fc_qmatmul_args *g)
+{
+    if (fc_qmatmul_check(g, NULL, 0) != 0) return -1;
+    if (g->m == 0 || g->n == 0) return 0;
+    if (g->k == 0) {
+        for (int64_t i = 0; i < g->m; i++) memset(g->c + i * g->ldc, 0, (size_t)g->n * sizeof(float));
+        return 0;
+    }
+    fc_qm_plan p;
+    if (fc_qm_plan_for(g->wtype, &p) != 0) return -1;
+    return p.ntiles ? run_int(w, g, &p) : run_decode(w, g, &p);
+}

@@ -1,0 +1,67 @@
+/* Quantized matrix multiplication: f32 activations times a block-quantized
+ * weight matrix (GGML formats, src/quant/).
+ *
+ *   C[M,N] = A[M,K] · W[N,K]^T
+ *
+ * A is f32, row i at a + i*lda; W holds N rows of K elements in block format
+ * `wtype` (an fcq_type id), row j at (const char *)w + j*w_row_bytes; C is
+ * f32, row-major, leading dimension ldc (overwritten, never accumulated).
+ *
+ * Semantics are ggml's: every activation row is first quantized to the
+ * weight format's dot partner (fcq_traits.dot_partner: q8_0, q8_1 or q8_K),
+ * then each C[i,j] is the dot of quantized row i with weight row j. So
+ *   C[i,j] = sum_k dequant(quant_partner(A[i,:]))[k] * dequant(W[j,:])[k]
+ * up to float summation order. Formats with a generated integer kernel
+ * (family qgemm) take the integer path: one register-tile kernel call per
+ * MR x NR tile covers all K, so each C element is one kernel's sum and the
+ * bits never depend on the thread count or the tiling. Formats without one
+ * decode W, a chunk of rows at a time, to f32 and run the f32 GEMM
+ * (exec/gemm.h) on the quantized-then-decoded activations; the chunking is
+ * fixed by the shape, so those bits do not depend on the thread count
+ * either. (While the partner format has no reference encoder in
+ * src/quant/, that fallback uses A unquantized.)
+ *
+ * Threads split the weight rows (each weight byte is read by one thread: at
+ * M = 1 the product is a DRAM stream of W) and, for large M, the rows of A. */
+#ifndef FC_EXEC_QMATMUL_H
+#define FC_EXEC_QMATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "exec/workers.h"
+
+typedef struct fc_qmatmul_args {
+    int64_t m, n, k;
+    const float *a;
+    int64_t lda;        /* elements, >= k */
+    const void *w;
+    uint32_t wtype;     /* fcq_type id of W's block format */
+    size_t w_row_bytes; /* >= the bytes of K elements in that format */
+    float *c;
+    int64_t ldc;        /* elements, >= n */
+} fc_qmatmul_args;
+
+/* Check the arguments: 0, or -1 with a message naming the argument and the
+ * reason in err (when err is not NULL). M or N of 0 is valid (nothing to
+ * do); K of 0 is valid (C is zeroed). */
+int fc_qmatmul_check(const fc_qmatmul_args *g, char *err, size_t errlen);
+
+/* Returns 0, or -1 on bad arguments (fc_qmatmul_check) or when scratch
+ * memory cannot be had: C is then untouched. One exception: on the f32
+ * fallback path the f32 GEMM allocates its own scratch per chunk, and if
+ * that fails part of C may have been written. `w` may be NULL (one thread). */
+int fc_qmatmul(fc_workers *w, const fc_qmatmul_args *g);
+
+/* Which path fc_qmatmul takes for a format on this CPU now: "int 4x4/1x4"
+ * (the integer path with its qgemm tile MR x NR, used for whole MR-row
+ * tiles, and its qgemv tile 1 x NR, for the rows left), "f32-decode", or
+ * "bad" for an id that is not a block format. A thread-local string; for
+ * tests and the bench. */
+const char *fc_qmatmul_path(uint32_t wtype);
+
+/* Test hook: 1 forces the f32-decode path for every format (so both paths
+ * can be checked on one CPU), 0 restores the default. Not thread-safe. */
+void fc_qmatmul_force_decode(int on);
+
+#endif
