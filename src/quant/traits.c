@@ -29,7 +29,7 @@ static const fcq_traits table[FCQ_TYPE_LIMIT] = {
     ROW(FCQ_IQ2_XS, "iq2_xs", FCQ_QK_K, sizeof(fcq_block_iq2_xs), fcq_decode_iq2_xs, NULL, FCQ_Q8_K),
     ROW(FCQ_IQ3_XXS, "iq3_xxs", FCQ_QK_K, sizeof(fcq_block_iq3_xxs), fcq_decode_iq3_xxs, NULL, FCQ_Q8_K),
     ROW(FCQ_IQ1_S, "iq1_s", FCQ_QK_K, sizeof(fcq_block_iq1_s), fcq_decode_iq1_s, NULL, FCQ_Q8_K),
-    ROW(FCQ_IQ4_NL, "iq4_nl", 32, sizeof(fcq_block_iq4_nl), fcq_decode_iq4_nl, NULL, FCQ_Q8_0),
+    ROW(FCQ_IQ4_NL, "iq4_nl", 32, sizeof(fcq_block_iq4_nl), fcq_decode_iq4_nl, fcq_encode_iq4_nl, FCQ_Q8_0),
     ROW(FCQ_IQ3_S, "iq3_s", FCQ_QK_K, sizeof(fcq_block_iq3_s), fcq_decode_iq3_s, NULL, FCQ_Q8_K),
     ROW(FCQ_IQ2_S, "iq2_s", FCQ_QK_K, sizeof(fcq_block_iq2_s), fcq_decode_iq2_s, NULL, FCQ_Q8_K),
     ROW(FCQ_IQ4_XS, "iq4_xs", FCQ_QK_K, sizeof(fcq_block_iq4_xs), fcq_decode_iq4_xs, fcq_encode_iq4_xs, FCQ_Q8_K),
