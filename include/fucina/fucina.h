@@ -21,6 +21,7 @@
 #include "fucina/optim.h"
 #include "fucina/safetensors.h"
 #include "fucina/gguf.h"
+#include "fucina/quantize.h"
 #include "fucina/tokenizer.h"
 
 #endif

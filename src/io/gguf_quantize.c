@@ -155,6 +155,8 @@ static void encode_row(uint32_t type, const float *src, void *dst, size_t n)
     } else if (type == FC_GGML_BF16) {
         fc_bf16 *d = dst;
         for (size_t i = 0; i < n; i++) d[i] = fc_f32_to_bf16(src[i]);
+    } else if (type == FC_GGML_IQ4_NL) {
+        fcq_encode_iq4_nl_search(src, dst, n); /* llama-quantize's iq4_nl, not the _ref one */
     } else {
         fcq_traits_of(type)->encode(src, dst, n);
     }

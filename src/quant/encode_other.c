@@ -110,6 +110,25 @@ void fcq_encode_iq4_nl(const float *src, void *dst, size_t n)
     }
 }
 
+void fcq_encode_iq4_nl_search(const float *src, void *dst, size_t n)
+{
+    fcq_block_iq4_nl *y = dst;
+    for (size_t i = 0; i < n / 32; ++i) {
+        const float *xb = src + 32 * i;
+        fcq_block_iq4_nl b;
+        uint8_t L[32];
+        /* ggml's quantize_iq4_nl: ntry = 7, then every level re-chosen against
+         * the f32 scale (1/0 -> 0, so a ~0 block gets the level nearest 0,
+         * index 8: defined, unlike _ref's leftover nibbles). */
+        float d = iq4_subblock(xb, L, 7);
+        fcq_put_f16(&b.d, d);
+        float id = d != 0.f ? 1 / d : 0.f;
+        for (int j = 0; j < 32; ++j) L[j] = (uint8_t)best_index_int8(16, kvalues_iq4nl, id * xb[j]);
+        pack_iq4(L, b.qs, 32);
+        memcpy(&y[i], &b, sizeof b);
+    }
+}
+
 void fcq_encode_iq4_xs(const float *src, void *dst, size_t n)
 {
     const int8_t *values = kvalues_iq4nl;

@@ -117,6 +117,11 @@ void fcq_encode_q6_K(const float *src, void *dst, size_t n);
 void fcq_encode_q8_K(const float *src, void *dst, size_t n);
 void fcq_encode_iq4_nl(const float *src, void *dst, size_t n);
 void fcq_encode_iq4_xs(const float *src, void *dst, size_t n);
+/* iq4_nl as ggml_quantize_chunk (and so llama-quantize) makes it without an
+ * importance matrix: ggml's quantize_iq4_nl, which tries 7 more scales per
+ * block than quantize_row_iq4_nl_ref and re-picks every level against the
+ * chosen one. Used by fc_gguf_quantize so files match llama.cpp's. */
+void fcq_encode_iq4_nl_search(const float *src, void *dst, size_t n);
 void fcq_encode_tq1_0(const float *src, void *dst, size_t n);
 void fcq_encode_tq2_0(const float *src, void *dst, size_t n);
 void fcq_encode_mxfp4(const float *src, void *dst, size_t n);

@@ -267,6 +267,44 @@ FMT_TEST(nvfp4, 64)
 FMT_TEST(q1_0, 128)
 FMT_TEST(q2_0, 64)
 
+/* The iq4_nl encoder of ggml_quantize_chunk / llama-quantize (quantize_iq4_nl,
+ * 7 trial scales and a final pass): byte-identical, ~0 blocks included
+ * (defined there: every level is the one nearest 0). */
+Test(quant_encode, iq4_nl_search)
+{
+    need_oracle();
+    typedef size_t (*chunk_fn)(const float *, void *, int64_t, int64_t, const float *);
+    chunk_fn ref = (chunk_fn)fco_ggml_sym("quantize_iq4_nl");
+    cr_assert(ref != NULL, "the ggml oracle does not export quantize_iq4_nl");
+    const size_t max_bytes = MAX_N / 32 * sizeof(fcq_block_iq4_nl);
+    float *x = malloc(MAX_N * sizeof *x);
+    unsigned char *got = malloc(max_bytes), *want = malloc(max_bytes);
+    cr_assert(x && got && want);
+    for (int g = 0; g < GEN_COUNT; g++)
+        for (size_t sb = 1; sb <= MAX_SB; sb++)
+            for (int s = 0; s < 12; s++) {
+                const size_t n = sb * FCQ_QK_K, nbytes = n / 32 * sizeof(fcq_block_iq4_nl);
+                char seed_name[96];
+                snprintf(seed_name, sizeof seed_name, "quant_encode/iq4_nl_search/%d/%zu/%d", g, sb, s);
+                fct_rng rng = {fct_seed_of(seed_name)};
+                fill((gen)g, x, n, 32, &rng);
+                memset(want, 0xEE, max_bytes);
+                fcq_encode_iq4_nl_search(x, got, n);
+                cr_assert_eq(ref(x, want, 1, (int64_t)n, NULL), nbytes);
+                for (size_t i = 0; i < nbytes; i++)
+                    if (got[i] != want[i]) {
+                        cr_assert_fail("iq4_nl search (%s, %zu super-blocks, seed %d): byte %zu of block %zu: ours %02x, "
+                                       "ggml %02x", gen_names[g], sb, s, i % sizeof(fcq_block_iq4_nl),
+                                       i / sizeof(fcq_block_iq4_nl), got[i], want[i]);
+                        goto done;
+                    }
+            }
+done:
+    free(x);
+    free(got);
+    free(want);
+}
+
 /* Edge rows that the generators reach only by chance: exact halfway points
  * of the 6-bit scale rounding, a single nonzero element, +-huge, a row of
  * alternating signs with equal magnitudes. Every format, one super-block. */
