@@ -28,30 +28,19 @@
 #include "fucina/half.h"
 #include "fucina/quantize.h"
 #include "ggml_oracle.h"
+#include "llama_quantize_abi.h"
 #include "io/gguf_internal.h"
 
 #define MAX_ROUNDS 50
 
-/* include/llama.h of the matching llama.cpp */
-typedef struct llama_model_quantize_params {
-    int32_t nthread;
-    int ftype;
-    int output_tensor_type;
-    int token_embedding_type;
-    bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
-    const void *imatrix, *kv_overrides, *tt_overrides;
-    const int32_t *prune_layers;
-    size_t max_buf_size;
-} llama_model_quantize_params;
-typedef llama_model_quantize_params (*default_params_fn)(void);
-typedef uint32_t (*quantize_fn)(const char *, const char *, const llama_model_quantize_params *);
-typedef void (*log_cb)(int level, const char *text, void *user);
-typedef void (*log_set_fn)(log_cb cb, void *user);
+typedef llama_quantize_default_params_fn default_params_fn;
+typedef llama_quantize_fn quantize_fn;
+typedef llama_log_set_fn log_set_fn;
 
 static void quiet_log(int level, const char *text, void *user)
 {
     (void)user;
-    if (level == 4 /* GGML_LOG_LEVEL_ERROR */) fputs(text, stderr);
+    if (level == FCO_GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
 }
 
 typedef struct qopts {

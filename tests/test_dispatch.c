@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "dispatch/dispatch.h"
+#include "fct_golden.h"
 #include "fucina/dispatch.h"
 
 static int rank_of(const char *isa)
@@ -63,16 +64,6 @@ Test(dispatch, unknown_cap_lists_the_valid_names)
     }
 }
 
-static int run(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 Test(dispatch, fucina_info_honours_fucina_isa)
 {
     const char *cli = getenv("FUCINA_FUCINA_CLI");
@@ -80,7 +71,7 @@ Test(dispatch, fucina_info_honours_fucina_isa)
     static char out[1 << 20];
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "FUCINA_ISA=scalar '%s' info 2>&1", cli);
-    cr_assert_eq(run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "isa cap: scalar") != NULL, "%s", out);
     size_t slots = 0;
     for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -90,6 +81,6 @@ Test(dispatch, fucina_info_honours_fucina_isa)
     }
     cr_expect_eq(slots, FCK_SLOT_COUNT);
     snprintf(cmd, sizeof cmd, "FUCINA_ISA=bogus '%s' info 2>&1", cli);
-    cr_expect_eq(run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "bogus") && strstr(out, "valid values") && strstr(out, "scalar"), "%s", out);
 }

@@ -111,6 +111,20 @@ const char *fck_dispatch_chosen_tile(size_t slot)
     return fck_slot_descs[slot].tiles[chosen[slot]];
 }
 
+int fck_tile_parse(const char *tile, size_t *mr, size_t *nr)
+{
+    size_t a = 0, b = 0;
+    const char *p = tile;
+    if (!p) return -1;
+    while (*p >= '0' && *p <= '9' && a < 100000) a = a * 10 + (size_t)(*p++ - '0');
+    if (*p++ != 'x') return -1;
+    while (*p >= '0' && *p <= '9' && b < 100000) b = b * 10 + (size_t)(*p++ - '0');
+    if (*p || a == 0 || b == 0) return -1;
+    *mr = a;
+    *nr = b;
+    return 0;
+}
+
 size_t fck_dispatch_slot_index(const char *name)
 {
     for (size_t i = 0; i < FCK_SLOT_COUNT; i++)

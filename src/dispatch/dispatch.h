@@ -27,6 +27,9 @@ fck_isa fck_dispatch_chosen_isa(size_t slot);
 const char *fck_dispatch_chosen_tile(size_t slot);
 /* The index of the slot named `name` ("f32_gemm"), or FCK_SLOT_COUNT. */
 size_t fck_dispatch_slot_index(const char *name);
+/* A register tile "MRxNR" (e.g. the chosen tile of a gemm or qgemm slot):
+ * 0 with *mr, *nr set, or -1 when it is not two positive decimals joined by x. */
+int fck_tile_parse(const char *tile, size_t *mr, size_t *nr);
 
 /* Parse a cap name; returns 0 (and fills err with the valid names) if unknown. */
 int fck_isa_parse_cap(const char *name, fck_isa *out, char *err, size_t errlen);

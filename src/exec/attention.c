@@ -110,13 +110,10 @@ static int slot_index(int which)
 
 static int parse_tile(const char *tile, int64_t *mr, int64_t *nr)
 {
-    char *end;
-    long m = strtol(tile, &end, 10);
-    if (*end != 'x') return 0;
-    long n = strtol(end + 1, &end, 10);
-    if (*end != '\0' || m <= 0 || n <= 0) return 0;
-    *mr = m;
-    *nr = n;
+    size_t m, n;
+    if (fck_tile_parse(tile, &m, &n) != 0) return 0;
+    *mr = (int64_t)m;
+    *nr = (int64_t)n;
     return 1;
 }
 

@@ -35,19 +35,6 @@ static void find_slots(void)
     slot_pack_bt = fck_dispatch_slot_index("f32_gemm_pack_bt");
 }
 
-static int parse_tile(const char *tile, size_t *mr, size_t *nr)
-{
-    size_t a = 0, b = 0;
-    const char *p = tile;
-    while (*p >= '0' && *p <= '9') a = a * 10 + (size_t)(*p++ - '0');
-    if (*p++ != 'x') return -1;
-    while (*p >= '0' && *p <= '9') b = b * 10 + (size_t)(*p++ - '0');
-    if (*p || a == 0 || b == 0) return -1;
-    *mr = a;
-    *nr = b;
-    return 0;
-}
-
 int fc_gemm_geom_now(fc_gemm_geom *geo)
 {
     pthread_once(&slots_once, find_slots);
@@ -57,7 +44,7 @@ int fc_gemm_geom_now(fc_gemm_geom *geo)
     const char *tile = fck_dispatch_chosen_tile(slot_gemm);
     if (strcmp(tile, fck_dispatch_chosen_tile(slot_pack_a)) != 0 ||
         strcmp(tile, fck_dispatch_chosen_tile(slot_pack_b)) != 0 ||
-        strcmp(tile, fck_dispatch_chosen_tile(slot_pack_bt)) != 0 || parse_tile(tile, &geo->mr, &geo->nr))
+        strcmp(tile, fck_dispatch_chosen_tile(slot_pack_bt)) != 0 || fck_tile_parse(tile, &geo->mr, &geo->nr))
         return -1;
     const fck_table *kt = fck_kernels();
     geo->kernel = kt->f32_gemm;

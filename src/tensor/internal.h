@@ -19,6 +19,9 @@ int fct_shape(fc_ctx *ctx, const char *op, const fc_dim *dims, int rank,
 
 /* A contiguous row-major tensor (contents undefined). */
 fc_tensor *fct_alloc(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names);
+/* Fill a fresh header: row-major over storage s from its start. */
+void fct_set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
+                       fc_storage *s);
 /* Same shape and names as `like`, dtype dt. */
 fc_tensor *fct_alloc_like(fc_ctx *ctx, fc_dtype dt, const fc_tensor *like);
 /* A view header over t's storage (retains it); shape filled by the caller. */

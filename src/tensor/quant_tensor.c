@@ -83,22 +83,6 @@ static int block_shape(fc_ctx *ctx, const char *op, fc_dtype dt, int rank, const
     return 1;
 }
 
-static void set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
-                          fc_storage *s)
-{
-    t->dtype = dt;
-    t->rank = rank;
-    t->storage = s;
-    t->offset = 0;
-    int64_t st = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        t->dim[i] = sizes[i];
-        t->stride[i] = st;
-        t->axis[i] = names[i];
-        st *= sizes[i];
-    }
-}
-
 /* A header over storage s (adopted by the current scope). */
 static fc_tensor *header(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
                          fc_storage *s, int borrowed)
@@ -109,7 +93,7 @@ static fc_tensor *header(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *size
         fc_storage_release(s);
         return NULL;
     }
-    set_row_major(t, dt, rank, sizes, names, s);
+    fct_set_row_major(t, dt, rank, sizes, names, s);
     return t;
 }
 

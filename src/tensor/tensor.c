@@ -46,8 +46,7 @@ int fct_shape(fc_ctx *ctx, const char *op, const fc_dim *dims, int rank,
     return 1;
 }
 
-/* Fill a fresh header: row-major over storage s from its start. */
-static void set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
+void fct_set_row_major(fc_tensor *t, fc_dtype dt, int rank, const int64_t *sizes, const char *const *names,
                           fc_storage *s)
 {
     t->dtype = dt;
@@ -79,7 +78,7 @@ fc_tensor *fct_alloc(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes, c
         fc_storage_release(s);
         return NULL;
     }
-    set_row_major(t, dt, rank, sizes, names, s);
+    fct_set_row_major(t, dt, rank, sizes, names, s);
     return t;
 }
 
@@ -239,7 +238,7 @@ fc_tensor *fc_wrap(fc_ctx *ctx, fc_dtype dt, const fc_dim *dims, int rank, void 
         fc_storage_release(s);
         return NULL;
     }
-    set_row_major(t, dt, rank, sizes, names, s);
+    fct_set_row_major(t, dt, rank, sizes, names, s);
     return t;
 }
 

@@ -79,6 +79,10 @@ void fct_rm_tree(const char *path);
 /* "dir/name" in one of four rotating buffers (several paths live at once). */
 const char *fct_path(const char *dir, const char *name);
 
+/* Run a shell command, capture up to cap-1 bytes of its stdout (NUL-ended);
+ * its exit status, or -1 when it did not exit normally. */
+int fct_run(const char *cmd, char *out, size_t cap);
+
 /* ---- autograd -------------------------------------------------------------- */
 
 /* t made a variable (fc_requires_grad); asserts t is not NULL and that it

@@ -31,6 +31,7 @@
 #include "fucina/half.h"
 #include "fucina/quantize.h"
 #include "ggml_oracle.h"
+#include "llama_quantize_abi.h"
 #include "io/gguf_internal.h"
 #include "quant/quant.h"
 
@@ -55,28 +56,9 @@ static const char *P(const char *name) { return fct_path(dir, name); }
 
 /* ---- the oracle (include/llama.h of the matching llama.cpp) ----------------------- */
 
-typedef struct llama_model_quantize_params {
-    int32_t nthread;
-    int ftype;                 /* enum llama_ftype */
-    int output_tensor_type;    /* enum ggml_type */
-    int token_embedding_type;  /* enum ggml_type */
-    bool allow_requantize;
-    bool quantize_output_tensor;
-    bool only_copy;
-    bool pure;
-    bool keep_split;
-    bool dry_run;
-    const void *imatrix;
-    const void *kv_overrides;
-    const void *tt_overrides;
-    const int32_t *prune_layers;
-    size_t max_buf_size;
-} llama_model_quantize_params;
-
-typedef llama_model_quantize_params (*default_params_fn)(void);
-typedef uint32_t (*quantize_fn)(const char *, const char *, const llama_model_quantize_params *);
-typedef void (*log_cb)(int level, const char *text, void *user);
-typedef void (*log_set_fn)(log_cb cb, void *user);
+typedef llama_quantize_default_params_fn default_params_fn;
+typedef llama_quantize_fn quantize_fn;
+typedef llama_log_set_fn log_set_fn;
 
 static void quiet_log(int level, const char *text, void *user)
 {
@@ -756,16 +738,6 @@ Test(quantize, damaged_inputs_never_crash)
 
 /* ---- the CLI ---------------------------------------------------------------------------- */
 
-static int run(const char *cmd, char *out, size_t cap)
-{
-    FILE *p = popen(cmd, "r");
-    cr_assert(p, "popen %s", cmd);
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 Test(quantize, cli_quantize_and_info)
 {
     const char *cli = getenv("FUCINA_FUCINA_CLI");
@@ -775,28 +747,28 @@ Test(quantize, cli_quantize_and_info)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' f16 --threads 2 --progress 2>&1", cli, P("in.gguf"),
              P("o.gguf"));
-    cr_assert_eq(run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "blk.1.ffn_down.weight") && strstr(out, "F32 -> F16"), "%s", out);
     cr_expect(strstr(out, "tensor data:") && strstr(out, "general.file_type 1"), "%s", out);
     cr_expect(exists(P("o.gguf")));
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' q4_k_m --dry-run 2>&1", cli, P("in.gguf"), P("d.gguf"));
-    cr_assert_eq(run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "output.weight") && strstr(out, "-> Q6_K") && !exists(P("d.gguf")), "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' Q9_9 2>&1", cli, P("in.gguf"), P("x.gguf"));
-    cr_expect_eq(run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "unknown type 'Q9_9'") && !exists(P("x.gguf")), "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' Q8_0 2>&1", cli, P("none.gguf"), P("x.gguf"));
-    cr_expect_eq(run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "none.gguf") && !exists(P("x.gguf")), "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' Q8_0 2>&1", cli, P("in.gguf"), P("in.gguf"));
-    cr_expect_eq(run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "is the input file"), "%s", out);
     snprintf(cmd, sizeof cmd, "'%s' quantize --help", cli);
-    cr_expect_eq(run(cmd, out, sizeof out), 0);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 0);
     cr_expect(strstr(out, "Q4_K_M") && strstr(out, "--output-tensor-type"), "%s", out);
 
     snprintf(cmd, sizeof cmd, "'%s' info '%s' 2>&1", cli, P("o.gguf"));
-    cr_assert_eq(run(cmd, out, sizeof out), 0, "%s", out);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "GGUF version 3"), "%s", out);
     cr_expect(strstr(out, "general.file_type") && strstr(out, "[STRING x 4] \"<s>\", \"</s>\", \"a\", \"b\\\"c\""),
               "%s", out);
@@ -810,6 +782,6 @@ Test(quantize, cli_quantize_and_info)
     cr_expect(strstr(out, "F16 ") && strstr(out, "F32 "), "%s", out);
     snprintf(cmd, sizeof cmd, "head -c 100 '%s' > '%s'; '%s' info '%s' 2>&1", P("o.gguf"), P("cut.gguf"), cli,
              P("cut.gguf"));
-    cr_expect_eq(run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "fc_gguf_open") && strstr(out, "cut.gguf"), "%s", out);
 }
