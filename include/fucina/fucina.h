@@ -23,5 +23,6 @@
 #include "fucina/gguf.h"
 #include "fucina/quantize.h"
 #include "fucina/tokenizer.h"
+#include "fucina/sampler.h"
 
 #endif
