@@ -63,6 +63,9 @@ static void help(FILE *f)
                "Quantized matmul (fc_qmatmul) against ggml's CPU backend (plain and repacked weights), same\n"
                "bytes, alternating passes; medians. Cases are named <fmt>_m<M>_k<K>_n<N>; --filter keeps\n"
                "cases containing (or glob-matching) a pattern. Defaults: threads 1,2; 5 rounds; 10 ms.\n"
+               "Columns: ours-rm = fc_qmatmul on the row-major weights; ours = fc_qmatmul_prepared on\n"
+               "weights prepared once (fc_qweights: packed for prefill where the format has a layout;\n"
+               "path = the one it takes); ratio and M=1 GB/s are for ours.\n"
                "--clock cpu (with --threads 1) times process CPU time instead of elapsed time: on a\n"
                "machine shared with other jobs it counts only the time this process ran.\n"
                "--ggml-poll sets the ggml threadpool's polling level (default: ggml's, 50; 0 = workers\n"
@@ -147,6 +150,8 @@ typedef struct qcase {
     size_t w_bytes;   /* one copy */
     int copies, next;
     int rc;
+    fc_qweights *qw[MAX_COPIES]; /* each copy prepared (packed) once, as at load time */
+    int64_t m;
 } qcase;
 
 static void call_ours(void *p)
@@ -155,6 +160,16 @@ static void call_ours(void *p)
     c->g.w = c->w + (size_t)c->next * c->w_bytes;
     c->next = c->next + 1 == c->copies ? 0 : c->next + 1;
     c->rc |= fc_qmatmul(c->pool, &c->g);
+}
+
+/* The prepared-weights path (fc_qmatmul_prepared: packed at M >= its
+ * threshold for formats with a packed layout, else the row-major path). */
+static void call_packed(void *p)
+{
+    qcase *c = p;
+    const fc_qweights *qw = c->qw[c->next];
+    c->next = c->next + 1 == c->copies ? 0 : c->next + 1;
+    c->rc |= fc_qmatmul_prepared(c->pool, qw, c->m, c->g.a, c->g.lda, c->g.c, c->g.ldc);
 }
 
 static void call_ggml(void *p)
@@ -193,7 +208,8 @@ static double measure(fcb_call_fn fn, void *ctx, double min_s, int cpu)
 }
 
 typedef struct row {
-    double ours, plain, repack; /* median s per call; NaN when absent */
+    double ours, packed, plain, repack; /* median s per call; NaN when absent */
+    char path[32];                      /* fc_qweights_path at this M */
     double maxdiff;
 } row;
 
@@ -249,9 +265,20 @@ static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, i
             if (!rep) fprintf(stderr, "fucina-bench quant: ggml peer (repacked): %s\n", why);
         }
     }
-    /* Agreement: one call each on copy 0 (the peers' setup ran copy 0). */
+    q.m = m;
+    for (int cp = 0; cp < copies; cp++)
+        if (fc_qweights_prepare(&q.qw[cp], w + (size_t)cp * wb, t, n, k, rb, NULL, 0) != 0) {
+            fprintf(stderr, "fucina-bench quant: fc_qweights_prepare failed\n");
+            return -1;
+        }
+    snprintf(r->path, sizeof r->path, "%s", fc_qweights_path(q.qw[0], m));
+    /* Agreement: one call each on copy 0 (the peers' setup ran copy 0); the
+     * prepared path is compared with them, the row-major one shown by its time. */
     r->maxdiff = NAN;
     call_ours(&q);
+    q.next = 0;
+    call_packed(&q);
+    q.next = 0;
     if (plain) {
         fcb_ggml_mm_result(plain, y);
         r->maxdiff = maxdiff(c, y, (size_t)(m * n));
@@ -261,10 +288,11 @@ static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, i
         double d = maxdiff(c, y, (size_t)(m * n));
         r->maxdiff = isnan(r->maxdiff) ? d : fmax(r->maxdiff, d);
     }
-    double to[MAX_ROUNDS], tp[MAX_ROUNDS], tr_[MAX_ROUNDS];
+    double to[MAX_ROUNDS], tk[MAX_ROUNDS], tp[MAX_ROUNDS], tr_[MAX_ROUNDS];
     double min_s = o->min_ms * 1e-3;
     for (long p = 0; p < o->rounds; p++) {
         to[p] = measure(call_ours, &q, min_s, o->cpu_clock);
+        tk[p] = measure(call_packed, &q, min_s, o->cpu_clock);
         if (plain) {
             tp[p] = measure(call_ggml, plain, min_s, o->cpu_clock);
             fcb_ggml_mm_pause(plain);
@@ -275,6 +303,8 @@ static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, i
         }
     }
     r->ours = fcb_median(to, (size_t)o->rounds);
+    r->packed = fcb_median(tk, (size_t)o->rounds);
+    for (int cp = 0; cp < copies; cp++) fc_qweights_free(q.qw[cp]);
     r->plain = plain ? fcb_median(tp, (size_t)o->rounds) : NAN;
     r->repack = rep ? fcb_median(tr_, (size_t)o->rounds) : NAN;
     fcb_ggml_mm_free(plain);
@@ -331,7 +361,7 @@ int fcb_cmd_quant(int argc, char **argv)
            "%s time\n",
            o.peer ? "plain | repacked W" : "peer off", o.rounds, o.min_ms, o.cpu_clock ? "process CPU" : "elapsed");
     printf("GFLOP/s = 2·M·N·K / t; ratio = ours / best ggml layout; M=1: W streamed from DRAM (copies > 2 x LLC)\n");
-    printf("  %-22s %3s %-10s %9s %9s %9s %7s %8s %7s %9s\n", "case", "thr", "path", "ours", "ggml", "ggml-rp",
+    printf("  %-22s %3s %-12s %9s %9s %9s %9s %7s %8s %7s %9s\n", "case", "thr", "path", "ours-rm", "ours", "ggml", "ggml-rp",
            "ratio", "GB/s", "%DRAM", "maxdiff");
     for (int ti = 0; ti < o.nthreads; ti++) {
         int th = o.threads[ti];
@@ -361,20 +391,21 @@ int fcb_cmd_quant(int argc, char **argv)
                     if (run_case(&o, pool, th, formats[fi], m, n, k, mach.llc, &r)) return FCB_EXIT_FAIL;
                     double flops = 2.0 * (double)m * (double)n * (double)k;
                     double best = fmin(isnan(r.plain) ? INFINITY : r.plain, isnan(r.repack) ? INFINITY : r.repack);
-                    char so[16], sp[16], sr[16], ratio[16] = "-", gbs[16] = "-", pct[16] = "-", md[16] = "-";
+                    char so[16], sk[16], sp[16], sr[16], ratio[16] = "-", gbs[16] = "-", pct[16] = "-", md[16] = "-";
                     gf(so, sizeof so, flops, r.ours);
+                    gf(sk, sizeof sk, flops, r.packed);
                     gf(sp, sizeof sp, flops, r.plain);
                     gf(sr, sizeof sr, flops, r.repack);
-                    if (isfinite(best)) snprintf(ratio, sizeof ratio, "%.2fx", best / r.ours);
+                    if (isfinite(best)) snprintf(ratio, sizeof ratio, "%.2fx", best / r.packed);
                     if (m == 1) {
-                        double g = (double)fcq_row_bytes(tr, (size_t)k) * (double)n / r.ours * 1e-9;
+                        double g = (double)fcq_row_bytes(tr, (size_t)k) * (double)n / r.packed * 1e-9;
                         snprintf(gbs, sizeof gbs, "%.1f", g);
                         /* The probes time elapsed seconds: no fraction of a CPU-time rate. */
                         if (isfinite(dram) && !o.cpu_clock) snprintf(pct, sizeof pct, "%.0f%%", 100 * g / dram);
                     }
                     if (!isnan(r.maxdiff)) snprintf(md, sizeof md, "%.1e", r.maxdiff);
-                    printf("  %-22s %3d %-10s %9s %9s %9s %7s %8s %7s %9s\n", name, th, fc_qmatmul_path(formats[fi]),
-                           so, sp, sr, ratio, gbs, pct, md);
+                    printf("  %-22s %3d %-12s %9s %9s %9s %9s %7s %8s %7s %9s\n", name, th, r.path, so, sk, sp, sr,
+                           ratio, gbs, pct, md);
                     fflush(stdout);
                 }
         }

@@ -275,6 +275,7 @@ fc_storage *fc_storage_new(fc_ctx *ctx, size_t nbytes)
     pthread_mutex_unlock(&ctx->lock);
     atomic_init(&s->refs, 1);
     atomic_init(&s->version, 0u);
+    atomic_init(&s->cache, NULL);
     s->nbytes = nbytes;
     s->ctx = ctx;
     s->user_release = NULL;
@@ -292,6 +293,7 @@ fc_storage *fc_storage_borrow(fc_ctx *ctx, void *data, size_t nbytes,
     if (!s) return fc_fail(ctx, FC_ERR_OOM, "out of memory (a storage header)");
     atomic_init(&s->refs, 1);
     atomic_init(&s->version, 0u);
+    atomic_init(&s->cache, NULL);
     s->data = data;
     s->nbytes = nbytes;
     s->cap = 0;
@@ -305,11 +307,33 @@ fc_storage *fc_storage_borrow(fc_ctx *ctx, void *data, size_t nbytes,
 
 void fc_storage_retain(fc_storage *s) { atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed); }
 
+fc_storage_cache *fc_storage_cache_find(fc_storage *s, uint32_t kind, const void *key)
+{
+    unsigned v = atomic_load_explicit(&s->version, memory_order_acquire);
+    for (fc_storage_cache *e = atomic_load_explicit(&s->cache, memory_order_acquire); e; e = e->next)
+        if (e->kind == kind && e->key == key && e->version == v) return e;
+    return NULL;
+}
+
+void fc_storage_cache_push(fc_storage *s, fc_storage_cache *e)
+{
+    fc_storage_cache *head = atomic_load_explicit(&s->cache, memory_order_relaxed);
+    do {
+        e->next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&s->cache, &head, e, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
 void fc_storage_release(fc_storage *s)
 {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1) return;
     fc_ctx *ctx = s->ctx;
+    /* Derived data goes with the bytes, before the header is reused. */
+    for (fc_storage_cache *e = atomic_exchange_explicit(&s->cache, NULL, memory_order_acquire), *next; e; e = next) {
+        next = e->next;
+        e->free(e);
+    }
     if (s->bucket < 0) { /* borrowed */
         if (s->user_release) s->user_release(s->user, s->data);
         pthread_mutex_lock(&ctx->lock);

@@ -20,6 +20,19 @@
 #include "fucina/tensor.h"
 #include "exec/workers.h"
 
+/* Data a layer above derives from a storage's bytes and keeps with them
+ * (quantized weights repacked for prefill): a lock-free list, pushed with a
+ * compare-and-swap, freed with the storage. Each entry records the storage
+ * version it was derived at; an entry of an older version is never returned
+ * (an in-place write made it stale) and is freed with the rest. */
+typedef struct fc_storage_cache {
+    struct fc_storage_cache *next;
+    uint32_t kind;      /* the deriving layer's tag */
+    const void *key;    /* what it was derived from (e.g. a view's first byte) */
+    unsigned version;   /* the storage version it was derived at */
+    void (*free)(struct fc_storage_cache *e);
+} fc_storage_cache;
+
 typedef struct fc_storage {
     atomic_long refs;
     void *data;
@@ -32,8 +45,17 @@ typedef struct fc_storage {
     /* Bumped by every in-place write through any view of this storage:
      * autograd compares it with the value it saw when it saved a tensor. */
     atomic_uint version;
+    _Atomic(fc_storage_cache *) cache;
     struct fc_storage *next_free;
 } fc_storage;
+
+/* The newest entry of `kind` for `key` derived at the current version, or
+ * NULL. Entries are immutable once pushed; they live until the storage is
+ * released. */
+fc_storage_cache *fc_storage_cache_find(fc_storage *s, uint32_t kind, const void *key);
+/* Adds e (its next is set here). Two threads deriving the same entry at once
+ * both push; find returns the newer and both are freed with the storage. */
+void fc_storage_cache_push(fc_storage *s, fc_storage_cache *e);
 
 struct fc_tensor {
     atomic_long refs;

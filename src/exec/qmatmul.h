@@ -64,4 +64,43 @@ const char *fc_qmatmul_path(uint32_t wtype);
  * can be checked on one CPU), 0 restores the default. Not thread-safe. */
 void fc_qmatmul_force_decode(int on);
 
+/* ---- prepared ("packed") weights: issue 5's load-time repacking ----------------------
+ *
+ * fc_qweights_prepare converts W once (at load time) into an interleaved
+ * layout for prefill-sized products: for q4_0, q8_0 and q4_K, 16 weight
+ * rows per group, block by block, f16 scales as f32, quants ordered for
+ * vpdpbusd, q4_K's 6-bit scales and mins pre-decoded (registry/
+ * quant_packed.yaml, generated family qgemm_packed). Formats
+ * without a packed layout, or CPUs whose packed kernel would be the scalar
+ * arm, keep only a reference to W. fc_qmatmul_prepared takes the packed path
+ * when M >= fc_qweights_min_m() and the row-major fc_qmatmul otherwise
+ * (decode). Packed results do not depend on the thread count, and equal the
+ * row-major scalar kernels' bit for bit (the same integer per block and
+ * the same float operations); they may differ from the row-major SIMD
+ * kernels by float summation order (bounded like fc_qmatmul's). Packing is
+ * deterministic. The object keeps a pointer to W (not a copy): W must stay
+ * valid and unchanged while it is used. Immutable after prepare, so
+ * concurrent fc_qmatmul_prepared calls on one object are safe. */
+typedef struct fc_qweights fc_qweights;
+
+/* 0 with *out set, or -1 with a message in err (bad arguments, as in
+ * fc_qmatmul_check, or no memory). w_row_bytes as in fc_qmatmul_args. */
+int fc_qweights_prepare(fc_qweights **out, const void *w, uint32_t wtype, int64_t n, int64_t k, size_t w_row_bytes,
+                        char *err, size_t errlen);
+void fc_qweights_free(fc_qweights *q);
+
+/* C[M,N] = A[M,K] · W^T as fc_qmatmul (a, lda, c, ldc likewise); 0 or -1. */
+int fc_qmatmul_prepared(fc_workers *w, const fc_qweights *q, int64_t m, const float *a, int64_t lda, float *c,
+                        int64_t ldc);
+
+/* The path fc_qmatmul_prepared takes at this M: "packed 8x16" (the packed
+ * kernel's tile) or fc_qmatmul_path's string. Thread-local, for the bench. */
+const char *fc_qweights_path(const fc_qweights *q, int64_t m);
+
+/* Bytes of the packed copy (0 when there is none). */
+size_t fc_qweights_packed_bytes(const fc_qweights *q);
+
+/* The smallest M that takes the packed path (measured, see qmatmul_pack.c). */
+int64_t fc_qweights_min_m(void);
+
 #endif

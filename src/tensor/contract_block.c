@@ -16,6 +16,7 @@
  *             the block operand is dequantized whole and the f32 einsum runs.
  * The caller (einsum_impl) has validated names and sizes and turned
  * gradient recording off. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/gemm.h"
@@ -78,6 +79,54 @@ static fc_tensor *as_rows(fc_ctx *ctx, fc_tensor *a, const char *k, int64_t *dim
     return fc_contiguous(ctx, fc_permute(ctx, a, order, r + 1));
 }
 
+/* Weights repacked for prefill (fc_qweights_prepare), cached with the
+ * weight's storage the first time a product with M >= fc_qweights_min_m()
+ * uses them: "chosen at load time" without a separate load step, and freed
+ * with the weights. Keyed by the view's first byte, shape and format; an
+ * in-place write to the storage makes the entry stale (storage version). */
+#define QW_CACHE_KIND 0x71775031u /* "qwP1" */
+
+typedef struct qw_entry {
+    fc_storage_cache base; /* first: the cache hands back this pointer */
+    fc_qweights *q;
+    int64_t n, k;
+    uint32_t wtype;
+} qw_entry;
+
+static void qw_entry_free(fc_storage_cache *e)
+{
+    qw_entry *q = (qw_entry *)e;
+    fc_qweights_free(q->q);
+    free(q);
+}
+
+/* The prepared weights of w, made and cached on first use; NULL when they
+ * cannot be made (no memory): the caller takes the row-major path. */
+static const fc_qweights *prepared_weights(const fc_tensor *w, const fc_qmatmul_args *g)
+{
+    fc_storage *s = w->storage;
+    for (fc_storage_cache *e = fc_storage_cache_find(s, QW_CACHE_KIND, g->w); e; e = NULL) {
+        const qw_entry *q = (const qw_entry *)e;
+        if (q->n == g->n && q->k == g->k && q->wtype == g->wtype) return q->q;
+    }
+    qw_entry *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    char err[200];
+    if (fc_qweights_prepare(&q->q, g->w, g->wtype, g->n, g->k, g->w_row_bytes, err, sizeof err) != 0) {
+        free(q);
+        return NULL;
+    }
+    q->n = g->n;
+    q->k = g->k;
+    q->wtype = g->wtype;
+    q->base.kind = QW_CACHE_KIND;
+    q->base.key = g->w;
+    q->base.version = atomic_load_explicit(&s->version, memory_order_acquire);
+    q->base.free = qw_entry_free;
+    fc_storage_cache_push(s, &q->base);
+    return q->q;
+}
+
 /* C = A · W^T on the quantized weights: the one place the quantized
  * product is called (exec/qmatmul.h), so a different kernel is one edit. */
 static int qlinear(fc_ctx *ctx, const float *a, int64_t m, int64_t k, const fc_tensor *w, int64_t n, float *c)
@@ -88,8 +137,9 @@ static int qlinear(fc_ctx *ctx, const float *a, int64_t m, int64_t k, const fc_t
     char err[200];
     if (fc_qmatmul_check(&g, err, sizeof err) != 0)
         return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_einsum: quantized product: %s", err), 0;
-    if (fc_qmatmul(fc_ctx_workers(ctx), &g) != 0)
-        return fc_fail(ctx, FC_ERR_OOM, "fc_einsum: out of memory for the quantized product's scratch"), 0;
+    const fc_qweights *q = m >= fc_qweights_min_m() ? prepared_weights(w, &g) : NULL;
+    int rc = q ? fc_qmatmul_prepared(fc_ctx_workers(ctx), q, m, a, k, c, n) : fc_qmatmul(fc_ctx_workers(ctx), &g);
+    if (rc != 0) return fc_fail(ctx, FC_ERR_OOM, "fc_einsum: out of memory for the quantized product's scratch"), 0;
     return 1;
 }
 
