@@ -24,9 +24,9 @@ typedef struct fc_qm_plan {
     struct {
         size_t mr, nr;
         fc_qgemm_fn fn;
-    } tile[FC_QM_MAX_TILES];   /* mr descending (qgemm MR x NR, then qgemv 1 x NR') */
+    } tile[FC_QM_MAX_TILES];   /* mr descending (qgemm MR x NR, qgemms if any, then qgemv 1 x NR') */
     fc_qquant_fn quant;
-    char name[32];             /* "int 4x4/1x4": qgemm tile / qgemv tile */
+    char name[32];             /* "int 8x4/4x4/1x4": qgemm / qgemms (if used) / qgemv tiles */
 } fc_qm_plan;
 
 /* Fill the plan for wtype from the dispatch table (ntiles 0 when the format
