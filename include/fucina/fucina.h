@@ -22,6 +22,7 @@
 #include "fucina/safetensors.h"
 #include "fucina/gguf.h"
 #include "fucina/quantize.h"
+#include "fucina/llm.h"
 #include "fucina/tokenizer.h"
 #include "fucina/sampler.h"
 
