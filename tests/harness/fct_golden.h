@@ -79,6 +79,24 @@ void fct_rm_tree(const char *path);
 /* "dir/name" in one of four rotating buffers (several paths live at once). */
 const char *fct_path(const char *dir, const char *name);
 
+/* A Criterion suite with a leak-checked context `ctx` (fct_suite_begin with
+ * n_threads workers) and a fresh temporary directory `dir` (prefix), removed
+ * after the suite. Needs <criterion/criterion.h>. */
+#define FCT_SUITE_WITH_TMPDIR(suite, n_threads, prefix)                  \
+    static fc_ctx *ctx;                                                  \
+    static char dir[256];                                                \
+    static void suite##_setup(void)                                      \
+    {                                                                    \
+        ctx = fct_suite_begin(n_threads);                                \
+        fct_tmpdir(dir, sizeof dir, prefix);                             \
+    }                                                                    \
+    static void suite##_teardown(void)                                   \
+    {                                                                    \
+        fct_rm_tree(dir);                                                \
+        fct_suite_end(ctx);                                              \
+    }                                                                    \
+    TestSuite(suite, .init = suite##_setup, .fini = suite##_teardown)
+
 /* Run a shell command, capture up to cap-1 bytes of its stdout (NUL-ended);
  * its exit status, or -1 when it did not exit normally. */
 int fct_run(const char *cmd, char *out, size_t cap);

@@ -20,22 +20,7 @@
 #include "fucina/fucina.h"
 #include "fct_golden.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void)
-{
-    ctx = fct_suite_begin(2);
-    fct_tmpdir(dir, sizeof dir, "fc_gguf_");
-}
-
-static void teardown(void)
-{
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-
-TestSuite(gguf, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(gguf, 2, "fc_gguf_");
 
 /* ---- helpers ------------------------------------------------------------------ */
 

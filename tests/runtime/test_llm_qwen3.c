@@ -32,20 +32,7 @@
 #include "fucina/llm.h"
 #include "ggml_oracle.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void) {
-    ctx = fct_suite_begin(1);
-    fct_tmpdir(dir, sizeof dir, "fc_llm_qwen3_");
-}
-
-static void teardown(void) {
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-
-TestSuite(llm_qwen3, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(llm_qwen3, 1, "fc_llm_qwen3_");
 
 /* ---- the oracle: include/llama.h of the matching llama.cpp ------------------------ */
 

@@ -27,12 +27,6 @@
  * Shapes: M in {1, 3, 5, 17, 64}, N in {37, 70} (not multiples of any tile),
  * K of 1, 3 and 12 blocks, and M = 150 (row tasks) at N 37, K of 1 and 3 blocks, padded lda / ldc (padding must stay untouched);
  * 1 thread vs 2 threads bitwise; the forced decode path; bad arguments. */
-/* GCC 12's aarch64 vectorizer crashes (internal compiler error in
- * vect_transform_reduction) on check_ggml's reduction loops; test code loses
- * nothing by staying scalar there. */
-#if defined(__aarch64__) && defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-tree-vectorize")
-#endif
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>

@@ -29,20 +29,7 @@
 #include "ggml_oracle.h"
 #include "quant/quant.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void)
-{
-    ctx = fct_suite_begin(2);
-    fct_tmpdir(dir, sizeof dir, "fc_qtensor_");
-}
-static void teardown(void)
-{
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-TestSuite(qtensor, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(qtensor, 2, "fc_qtensor_");
 
 /* ggml prototypes (ggml/include/ggml.h, ggml-quants.h), called through dlsym. */
 typedef size_t (*quantize_chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,

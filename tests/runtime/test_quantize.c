@@ -35,22 +35,7 @@
 #include "io/gguf_internal.h"
 #include "quant/quant.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void)
-{
-    ctx = fct_suite_begin(2);
-    fct_tmpdir(dir, sizeof dir, "fc_quantize_");
-}
-
-static void teardown(void)
-{
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-
-TestSuite(quantize, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(quantize, 2, "fc_quantize_");
 
 static const char *P(const char *name) { return fct_path(dir, name); }
 

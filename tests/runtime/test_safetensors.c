@@ -23,22 +23,7 @@
 #include "fucina/fucina.h"
 #include "fct_golden.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void)
-{
-    ctx = fct_suite_begin(2);
-    fct_tmpdir(dir, sizeof dir, "fc_st_");
-}
-
-static void teardown(void)
-{
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-
-TestSuite(safetensors, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(safetensors, 2, "fc_st_");
 
 /* ---- helpers ------------------------------------------------------------------ */
 

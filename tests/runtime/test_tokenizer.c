@@ -32,20 +32,7 @@
 #include "ggml_oracle.h"
 #include "llm/unicode.h"
 
-static fc_ctx *ctx;
-static char dir[256];
-
-static void setup(void) {
-    ctx = fct_suite_begin(1);
-    fct_tmpdir(dir, sizeof dir, "fc_tokenizer_");
-}
-
-static void teardown(void) {
-    fct_rm_tree(dir);
-    fct_suite_end(ctx);
-}
-
-TestSuite(tokenizer, .init = setup, .fini = teardown);
+FCT_SUITE_WITH_TMPDIR(tokenizer, 1, "fc_tokenizer_");
 
 /* ---- growable byte buffer ---------------------------------------------------- */
 
