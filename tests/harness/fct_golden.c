@@ -250,3 +250,28 @@ int fct_run(const char *cmd, char *out, size_t cap)
     int st = pclose(p);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+unsigned char *fct_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "fopen %s: %s", path, strerror(errno));
+    cr_assert_eq(fseek(f, 0, SEEK_END), 0, "fseek %s", path);
+    long len = ftell(f);
+    cr_assert_geq(len, 0, "ftell %s", path);
+    cr_assert_eq(fseek(f, 0, SEEK_SET), 0, "fseek %s", path);
+    unsigned char *p = malloc((size_t)len + 1);
+    cr_assert(p, "out of memory reading %s", path);
+    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len, "fread %s", path);
+    fclose(f);
+    p[len] = 0;
+    *n = (size_t)len;
+    return p;
+}
+
+void fct_write_file(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert(f, "fopen %s: %s", path, strerror(errno));
+    cr_assert_eq(fwrite(p, 1, n, f), n, "fwrite %s", path);
+    cr_assert_eq(fclose(f), 0, "fclose %s", path);
+}

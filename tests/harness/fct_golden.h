@@ -101,6 +101,12 @@ const char *fct_path(const char *dir, const char *name);
  * its exit status, or -1 when it did not exit normally. */
 int fct_run(const char *cmd, char *out, size_t cap);
 
+/* A whole file (malloc'd, one NUL byte past *n so text can be used as is);
+ * the test fails with the path and errno when it cannot be read. */
+unsigned char *fct_read_file(const char *path, size_t *n);
+/* Writes n bytes to path; the test fails when it cannot. */
+void fct_write_file(const char *path, const void *p, size_t n);
+
 /* ---- autograd -------------------------------------------------------------- */
 
 /* t made a variable (fc_requires_grad); asserts t is not NULL and that it

@@ -33,28 +33,6 @@ static const char *G(const char *name)
     return buf;
 }
 
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "fopen %s: %s", path, strerror(errno));
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "fopen %s: %s (run tests/goldens/gen_gguf_fixtures.py)", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)len + 1);
-    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
 static int dir_count(void)
 {
     DIR *d = opendir(dir);
@@ -294,7 +272,7 @@ static void reemit(const char *fixture, int flags)
     fc_gguf_writer_free(w);
     fc_gguf_close(g);
     size_t na, nb;
-    unsigned char *a = slurp(G(fixture), &na), *b = slurp(P("out.gguf"), &nb);
+    unsigned char *a = fct_read_file(G(fixture), &na), *b = fct_read_file(P("out.gguf"), &nb);
     cr_assert_eq(na, nb, "%s: %zu vs %zu bytes", fixture, na, nb);
     size_t first = 0;
     while (first < na && a[first] == b[first]) first++;
@@ -438,7 +416,7 @@ static void zeros(B *b, size_t n) { memset(b->b + b->n, 0, n); b->n += n; }
 
 static void expect_bad(const B *b, const char *s1, const char *s2)
 {
-    write_bytes(P("bad.gguf"), b->b, b->n);
+    fct_write_file(P("bad.gguf"), b->b, b->n);
     for (int mode = 0; mode < 2; mode++) {
         fc_gguf *g = fc_gguf_open(ctx, P("bad.gguf"), mode ? FC_GGUF_READ : 0);
         cr_assert_null(g, "opened a malformed file (want \"%s\")", s1);
@@ -633,7 +611,7 @@ Test(gguf, malformed_tensors)
     tinfo(&b, "b", 1, one, FC_GGML_F32, 0);
     pad(&b, 32);
     zeros(&b, 64);
-    write_bytes(P("ok.gguf"), b.b, b.n);
+    fct_write_file(P("ok.gguf"), b.b, b.n);
     fc_gguf *g = fc_gguf_open(ctx, P("ok.gguf"), 0);
     cr_expect(g, "%s", fc_ctx_error(ctx));
     fc_gguf_close(g);
@@ -644,9 +622,9 @@ Test(gguf, malformed_tensors)
 Test(gguf, truncation_and_byte_flips)
 {
     size_t n;
-    unsigned char *full = slurp(G("reference_v3.gguf"), &n);
+    unsigned char *full = fct_read_file(G("reference_v3.gguf"), &n);
     for (size_t len = 0; len < n; len++) {
-        write_bytes(P("cut.gguf"), full, len);
+        fct_write_file(P("cut.gguf"), full, len);
         fc_gguf *g = fc_gguf_open(ctx, P("cut.gguf"), len % 2 ? FC_GGUF_READ : 0);
         cr_assert_null(g, "a %zu-byte prefix opened", len);
         fc_status st = fc_ctx_status(ctx);
@@ -665,7 +643,7 @@ Test(gguf, truncation_and_byte_flips)
         for (size_t f = 0; f < sizeof flips; f++) {
             memcpy(buf, full, n);
             buf[pos] ^= flips[f];
-            write_bytes(P("flip.gguf"), buf, n);
+            fct_write_file(P("flip.gguf"), buf, n);
             fc_gguf *g = fc_gguf_open(ctx, P("flip.gguf"), 0);
             if (!g) {
                 fc_status st = fc_ctx_status(ctx);

@@ -213,20 +213,6 @@ static void ggml_kvs(struct gguf_context *g, uint32_t alignment)
     G.arr_str(g, "tokenizer.ggml.tokens", (const char **)strs, 4);
 }
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert_not_null(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)len + 1);
-    cr_assert_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
 /* Writes the content with both writers; returns our path, ggml's in *theirs. */
 static void write_both(uint32_t alignment, size_t n_t, char *ours, char *theirs)
 {
@@ -267,7 +253,7 @@ static void same_bytes(uint32_t alignment, size_t n_t)
     char ours[512], theirs[512];
     write_both(alignment, n_t, ours, theirs);
     size_t na, nb;
-    unsigned char *a = slurp(ours, &na), *b = slurp(theirs, &nb);
+    unsigned char *a = fct_read_file(ours, &na), *b = fct_read_file(theirs, &nb);
     size_t first = 0;
     while (first < na && first < nb && a[first] == b[first]) first++;
     cr_expect(na == nb && first == na, "alignment %u, %zu tensors: %zu bytes (ours) vs %zu (ggml), first difference at %zu",

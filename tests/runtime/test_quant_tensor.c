@@ -608,19 +608,6 @@ Test(qtensor, linear_gives_x_its_gradient)
 
 /* ---- GGUF ----------------------------------------------------------------------------- */
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc(*n);
-    cr_assert_eq(fread(p, 1, *n, f), *n);
-    fclose(f);
-    return p;
-}
-
 Test(qtensor, gguf_round_trip_zero_copy)
 {
     need_oracle();
@@ -686,7 +673,7 @@ Test(qtensor, gguf_round_trip_zero_copy)
         cr_assert_eq(fc_gguf_writer_save(w2, fct_path(dir, "b.gguf")), FC_OK, "%s", fc_ctx_error(ctx));
         fc_gguf_writer_free(w2);
         size_t n1, n2;
-        unsigned char *f1 = slurp(fct_path(dir, "a.gguf"), &n1), *f2 = slurp(fct_path(dir, "b.gguf"), &n2);
+        unsigned char *f1 = fct_read_file(fct_path(dir, "a.gguf"), &n1), *f2 = fct_read_file(fct_path(dir, "b.gguf"), &n2);
         cr_expect(n1 == n2 && !memcmp(f1, f2, n1), "re-emitted file differs (%zu vs %zu bytes)", n1, n2);
         free(f1);
         free(f2);

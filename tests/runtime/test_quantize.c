@@ -186,21 +186,6 @@ static void write_model(const char *path, const model_cfg *c)
 
 /* ---- helpers ------------------------------------------------------------------------ */
 
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)len + 1);
-    cr_assert(p);
-    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
 static int exists(const char *path)
 {
     struct stat st;
@@ -291,7 +276,7 @@ static void expect_plan_matches(const plan *pl, const char *llama_out, const cha
 static void expect_same_file(const char *a, const char *b, const char *what)
 {
     size_t na, nb;
-    unsigned char *pa = slurp(a, &na), *pb = slurp(b, &nb);
+    unsigned char *pa = fct_read_file(a, &na), *pb = fct_read_file(b, &nb);
     if (na == nb && !memcmp(pa, pb, na)) {
         free(pa);
         free(pb);
@@ -647,7 +632,7 @@ Test(quantize, errors_leave_no_file)
     expect_error(ours(P("in.gguf"), P("in.gguf"), "Q8_0", 0, 0), "is the input file", P("o.gguf"));
     /* a truncated input: the reader's message */
     size_t n;
-    unsigned char *p = slurp(P("in.gguf"), &n);
+    unsigned char *p = fct_read_file(P("in.gguf"), &n);
     FILE *f = fopen(P("cut.gguf"), "wb");
     fwrite(p, 1, n / 2, f);
     fclose(f);
@@ -681,7 +666,7 @@ Test(quantize, errors_leave_no_file)
     fwrite("old", 1, 3, f);
     fclose(f);
     cr_expect_neq(ours(P("cut.gguf"), P("keep.gguf"), "F16", 0, 0), FC_OK);
-    unsigned char *k = slurp(P("keep.gguf"), &n);
+    unsigned char *k = fct_read_file(P("keep.gguf"), &n);
     cr_expect(n == 3 && !memcmp(k, "old", 3));
     free(k);
     cr_expect_eq(dir_entries(), 4, "a temporary was left behind"); /* in cut junk keep */
@@ -695,7 +680,7 @@ Test(quantize, damaged_inputs_never_crash)
     c.n_embd = 64, c.head_dim = 32, c.n_head = 2, c.n_head_kv = 1, c.n_ff = 64, c.n_vocab = 32;
     write_model(P("in.gguf"), &c);
     size_t n;
-    unsigned char *p = slurp(P("in.gguf"), &n);
+    unsigned char *p = fct_read_file(P("in.gguf"), &n);
     fc_gguf *g = fc_gguf_open(ctx, P("in.gguf"), 0);
     cr_assert(g);
     size_t header = (size_t)fc_gguf_data_offset(g);

@@ -29,28 +29,6 @@ FCT_SUITE_WITH_TMPDIR(safetensors, 2, "fc_st_");
 
 static const char *P(const char *name) { return fct_path(dir, name); }
 
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "fopen %s: %s", path, strerror(errno));
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static unsigned char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    cr_assert(f, "fopen %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *p = malloc((size_t)len + 1);
-    cr_assert_eq(fread(p, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
 /* A file: 8-byte length of `json`, json, then n data bytes. */
 static void write_st(const char *name, const char *json, const void *data, size_t n)
 {
@@ -59,7 +37,7 @@ static void write_st(const char *name, const char *json, const void *data, size_
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)h >> (8 * i));
     memcpy(b + 8, json, h);
     if (n) memcpy(b + 8 + h, data, n);
-    write_bytes(P(name), b, 8 + h + n);
+    fct_write_file(P(name), b, 8 + h + n);
     free(b);
 }
 
@@ -319,7 +297,7 @@ Test(safetensors, writes_do_not_reach_the_file)
     fc_named_tensor ts[] = {{"w", w}};
     cr_assert_eq(fc_safetensors_save(ctx, P("cow.st"), ts, 1, NULL, 0), FC_OK);
     size_t n0;
-    unsigned char *before = slurp(P("cow.st"), &n0);
+    unsigned char *before = fct_read_file(P("cow.st"), &n0);
     fc_safetensors *f = fc_safetensors_open(ctx, P("cow.st"), 0);
     cr_assert(f);
     fc_tensor *t = fc_safetensors_get(f, "w");
@@ -329,7 +307,7 @@ Test(safetensors, writes_do_not_reach_the_file)
     fc_release(e3);
     fc_safetensors_close(f);
     size_t n1;
-    unsigned char *after = slurp(P("cow.st"), &n1);
+    unsigned char *after = fct_read_file(P("cow.st"), &n1);
     cr_expect(n0 == n1 && memcmp(before, after, n0) == 0, "the file changed");
     free(before);
     free(after);
@@ -497,7 +475,7 @@ Test(safetensors, writer_exact_bytes)
     char path[1024];
     snprintf(path, sizeof path, "%s/safetensors/writer_expected.safetensors", FC_GOLDEN_DIR);
     size_t ng, nw;
-    unsigned char *got = slurp(P("exact.st"), &ng), *want = slurp(path, &nw);
+    unsigned char *got = fct_read_file(P("exact.st"), &ng), *want = fct_read_file(path, &nw);
     cr_expect_eq(ng, nw, "size %zu, want %zu", ng, nw);
     for (size_t i = 0; i < ng && i < nw; i++) {
         if (got[i] != want[i]) {
@@ -537,20 +515,20 @@ Test(safetensors, json_escapes)
 
 Test(safetensors, malformed_lengths)
 {
-    write_bytes(P("empty.st"), "", 0);
+    fct_write_file(P("empty.st"), "", 0);
     expect_open_error("empty.st", FC_ERR_FORMAT, "0 bytes, shorter than the 8-byte header length", NULL);
-    write_bytes(P("short.st"), "\x05\x00\x00", 3);
+    fct_write_file(P("short.st"), "\x05\x00\x00", 3);
     expect_open_error("short.st", FC_ERR_FORMAT, "3 bytes, shorter than the 8-byte", NULL);
-    write_bytes(P("zero.st"), "\0\0\0\0\0\0\0\0{}", 10);
+    fct_write_file(P("zero.st"), "\0\0\0\0\0\0\0\0{}", 10);
     expect_open_error("zero.st", FC_ERR_FORMAT, "header length (bytes 0..7) is 0", NULL);
     unsigned char big[10] = {0x01, 0x00, 0x40, 0x06, 0, 0, 0, 0, '{', '}'}; /* 100 MiB + 1 */
-    write_bytes(P("big.st"), big, sizeof big);
+    fct_write_file(P("big.st"), big, sizeof big);
     expect_open_error("big.st", FC_ERR_FORMAT, "104857601", "100 MiB limit");
     unsigned char huge[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, '{', '}'};
-    write_bytes(P("huge.st"), huge, sizeof huge);
+    fct_write_file(P("huge.st"), huge, sizeof huge);
     expect_open_error("huge.st", FC_ERR_FORMAT, "100 MiB limit", NULL);
     unsigned char past[12] = {100, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
-    write_bytes(P("past.st"), past, sizeof past);
+    fct_write_file(P("past.st"), past, sizeof past);
     expect_open_error("past.st", FC_ERR_FORMAT, "header says 100 bytes, the file has 4", NULL);
 }
 
@@ -603,7 +581,7 @@ Test(safetensors, malformed_json)
         unsigned char b[128];
         for (int k = 0; k < 8; k++) b[k] = (unsigned char)((uint64_t)h >> (8 * k));
         memcpy(b + 8, cases[i].json, h);
-        write_bytes(P(name), b, 8 + h);
+        fct_write_file(P(name), b, 8 + h);
         snprintf(at, sizeof at, "(at byte %ld)", cases[i].at);
         expect_open_error(name, FC_ERR_FORMAT, cases[i].reason, cases[i].at >= 0 ? at : "header JSON");
     }
@@ -749,9 +727,9 @@ Test(safetensors, truncations_and_flips)
     cr_assert_eq(fc_safetensors_save(ctx, P("v.st"), ts, 4, meta, 1), FC_OK, "%s", fc_ctx_error(ctx));
     fc_scope_end(ctx, s);
     size_t n;
-    unsigned char *full = slurp(P("v.st"), &n);
+    unsigned char *full = fct_read_file(P("v.st"), &n);
     for (size_t len = 0; len < n; len++) {
-        write_bytes(P("cut.st"), full, len);
+        fct_write_file(P("cut.st"), full, len);
         fc_safetensors *f = fc_safetensors_open(ctx, P("cut.st"), len % 2 ? FC_ST_READ : 0);
         cr_assert_null(f, "a file cut at %zu of %zu bytes opened", len, n);
         fc_status st = fc_ctx_status(ctx);
@@ -768,7 +746,7 @@ Test(safetensors, truncations_and_flips)
         for (size_t m = 0; m < sizeof masks; m++) {
             memcpy(b, full, n);
             b[pos] ^= masks[m];
-            write_bytes(P("flip.st"), b, n);
+            fct_write_file(P("flip.st"), b, n);
             fc_safetensors *f = fc_safetensors_open(ctx, P("flip.st"), m % 2 ? FC_ST_READ : 0);
             if (!f) {
                 fc_status st = fc_ctx_status(ctx);
@@ -808,13 +786,13 @@ static unsigned char *make_destination(const char *name, size_t *n)
     fc_named_tensor ts[] = {{"old", t}};
     cr_assert_eq(fc_safetensors_save(ctx, P(name), ts, 1, NULL, 0), FC_OK, "%s", fc_ctx_error(ctx));
     fc_release(t);
-    return slurp(P(name), n);
+    return fct_read_file(P(name), n);
 }
 
 static void expect_unchanged(const char *name, const unsigned char *before, size_t n)
 {
     size_t m;
-    unsigned char *now = slurp(P(name), &m);
+    unsigned char *now = fct_read_file(P(name), &m);
     cr_expect(m == n && memcmp(now, before, n) == 0, "%s changed", name);
     free(now);
     cr_expect_eq(dir_entries_except(name), 0, "files left next to %s", name);
@@ -910,7 +888,7 @@ Test(safetensors, save_replaces_atomically)
     /* No tensors, no metadata: "{}" and padding. */
     cr_assert_eq(fc_safetensors_save(ctx, P("none.st"), NULL, 0, NULL, 0), FC_OK, "%s", fc_ctx_error(ctx));
     size_t nn;
-    unsigned char *none = slurp(P("none.st"), &nn);
+    unsigned char *none = fct_read_file(P("none.st"), &nn);
     cr_expect(nn == 16 && memcmp(none, "\x08\0\0\0\0\0\0\0{}      ", 16) == 0, "empty file layout");
     free(none);
     f = fc_safetensors_open(ctx, P("none.st"), 0);
