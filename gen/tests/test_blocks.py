@@ -5,7 +5,7 @@ import unittest
 
 from fucina_gen import registry
 from fucina_gen.render import Renderer
-from fucina_gen.yamlsrc import RegistryError
+from tests.test_registry import ErrorAssertions, load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEMPLATES = os.path.join(ROOT, "templates")
@@ -37,19 +37,7 @@ kernels:
 """
 
 
-def load(text):
-    return registry.loads(text, "fixture.yaml", TEMPLATES)
-
-
-class Blocks(unittest.TestCase):
-    def assertError(self, text, line, *fragments):
-        with self.assertRaises(RegistryError) as cm:
-            load(text)
-        msg = str(cm.exception)
-        self.assertTrue(msg.startswith(f"fixture.yaml:{line}:"), msg)
-        for f in fragments:
-            self.assertIn(f, msg)
-
+class Blocks(ErrorAssertions, unittest.TestCase):
     def test_blocks_become_dtypes_with_block_geometry(self):
         reg = load(BASE)
         q4k = reg.dtypes["q4_K"]

@@ -41,7 +41,10 @@ def load(text):
     return registry.loads(text, "fixture.yaml", TEMPLATES)
 
 
-class RegistryErrors(unittest.TestCase):
+class ErrorAssertions:
+    """assertError: loading `text` fails at fixture.yaml:`line` with every fragment
+    in the message (a mixin, shared by the registry test modules)."""
+
     def assertError(self, text, line, *fragments):
         with self.assertRaises(RegistryError) as cm:
             load(text)
@@ -50,6 +53,8 @@ class RegistryErrors(unittest.TestCase):
         for f in fragments:
             self.assertIn(f, msg)
 
+
+class RegistryErrors(ErrorAssertions, unittest.TestCase):
     def test_base_is_valid(self):
         reg = load(BASE)
         self.assertEqual(sorted(a.symbol for a in reg.arms),
