@@ -23,4 +23,7 @@ struct fc_llm_model {
     fc_llm_layer *layers;
 };
 
+/* The FFN block of layer L (src/llm/ffn.c): h [seq, embd] -> [seq, embd]. */
+fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
+
 #endif

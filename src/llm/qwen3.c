@@ -9,8 +9,9 @@
  *              x = x + a Wo
  *              h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wgate) * (h Wup)) Wdown
  *   logits = (rmsnorm(x) * output_norm) Woutput   (Woutput = token_embd when tied)
- * K (after RoPE) and V of every position are kept in the session's f32 cache
- * [kv_seq, kv_head, d], so a later eval attends over all earlier positions. */
+ * K (after RoPE) and V of every position are kept in the session's cache
+ * (src/llm/session.c), so a later eval attends over all earlier positions;
+ * the FFN block is src/llm/ffn.c. */
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -20,64 +21,7 @@
 #include "fucina/ops.h"
 #include "fucina/shape_ops.h"
 #include "llm/model.h"
-
-struct fc_llm_session {
-    const fc_llm_model *m;
-    int64_t n_ctx, pos;
-    fc_tensor **k, **v; /* per layer: f32 [kv_seq = n_ctx, kv_head, d] */
-};
-
-void fc_llm_session_free(fc_llm_session *s) {
-    if (!s) return;
-    for (int64_t l = 0; l < s->m->hp.n_layer; l++) {
-        if (s->k) fc_release(s->k[l]);
-        if (s->v) fc_release(s->v[l]);
-    }
-    free(s->k);
-    free(s->v);
-    free(s);
-}
-
-fc_llm_session *fc_llm_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx) {
-    if (!ctx) return NULL;
-    if (!m) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: NULL model");
-    if (n_ctx < 0) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: n_ctx %lld < 0", (long long)n_ctx);
-    const fc_llm_hparams *hp = &m->hp;
-    fc_llm_session *s = calloc(1, sizeof *s);
-    if (!s) return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
-    s->m = m;
-    s->n_ctx = n_ctx ? n_ctx : hp->n_ctx_train;
-    s->k = calloc((size_t)hp->n_layer, sizeof *s->k);
-    s->v = calloc((size_t)hp->n_layer, sizeof *s->v);
-    if (!s->k || !s->v) {
-        fc_llm_session_free(s);
-        return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
-    }
-    for (int64_t l = 0; l < hp->n_layer; l++) {
-        s->k[l] = fc_zeros(ctx, FC_F32, FC_SHAPE({"kv_seq", s->n_ctx}, {"kv_head", hp->n_head_kv}, {"d", hp->head_dim}));
-        s->v[l] = fc_zeros(ctx, FC_F32, FC_SHAPE({"kv_seq", s->n_ctx}, {"kv_head", hp->n_head_kv}, {"d", hp->head_dim}));
-        if (!s->k[l] || !s->v[l]) {
-            fc_llm_session_free(s);
-            return NULL;
-        }
-    }
-    return s;
-}
-
-int64_t fc_llm_session_pos(const fc_llm_session *s) { return s ? s->pos : 0; }
-void fc_llm_session_reset(fc_llm_session *s) {
-    if (s) s->pos = 0;
-}
-
-/* x [seq, kv_head, d] (K after RoPE, or V) written into the cache rows
- * pos..pos+n; returns the view of rows 0..pos+n the attention reads. */
-static fc_tensor *cache_put(fc_ctx *ctx, fc_tensor *cache, fc_tensor *x, int64_t pos, int64_t n) {
-    fc_tensor *dst = fc_narrow(ctx, cache, "kv_seq", pos, n);
-    fc_tensor *src = fc_rename(ctx, x, "seq", "kv_seq");
-    if (!dst || !src) return NULL;
-    if (fc_copy_into(ctx, dst, src) != FC_OK) return NULL;
-    return fc_narrow(ctx, cache, "kv_seq", 0, pos + n);
-}
+#include "llm/session.h"
 
 /* x [seq, q|kv] viewed as [seq, head, d] (the weight rows are head-major, as
  * llama.cpp's ggml_reshape_3d of the projection reads them). */
@@ -133,14 +77,13 @@ fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *to
         fc_rope_options rk = ro;
         rk.head_axis = "kv_head";
         k = fc_rope(ctx, fc_rmsnorm(ctx, k, L->k_norm, "d", eps), pos, &rk);
-        fc_tensor *kall = k ? cache_put(ctx, s->k[l], k, pos0, N) : NULL;
-        fc_tensor *vall = v ? cache_put(ctx, s->v[l], v, pos0, N) : NULL;
+        fc_tensor *kall = k ? fc_llm_cache_put(ctx, s->k[l], k, pos0, N) : NULL;
+        fc_tensor *vall = v ? fc_llm_cache_put(ctx, s->v[l], v, pos0, N) : NULL;
         fc_tensor *a = fc_attention(ctx, q, kall, vall, &ao); /* [seq, head, d] */
         a = fc_merge_axes(ctx, a, FC_AXES("head", "d"), "q");
         x = fc_add(ctx, x, fc_linear(ctx, a, L->wo, NULL));
         h = fc_rmsnorm(ctx, x, L->ffn_norm, "embd", eps);
-        fc_tensor *f = fc_swiglu(ctx, fc_linear(ctx, h, L->gate, NULL), fc_linear(ctx, h, L->up, NULL));
-        x = fc_add(ctx, x, fc_linear(ctx, f, L->down, NULL));
+        x = fc_add(ctx, x, fc_llm_ffn(ctx, m, L, h));
     }
     fc_tensor *out = fc_linear(ctx, fc_rmsnorm(ctx, x, m->output_norm, "embd", eps), m->output, NULL);
     if (!out) {

@@ -1,0 +1,12 @@
+/* Fucina llm: the feed-forward block. Dense qwen3: SiLU-gated,
+ * down(silu(gate h) * up h), as llama.cpp's build_ffn with LLM_FFN_SILU and
+ * LLM_FFN_PAR. */
+#include "fucina/nn.h"
+#include "fucina/ops.h"
+#include "llm/model.h"
+
+fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h) {
+    (void)m;
+    fc_tensor *f = fc_swiglu(ctx, fc_linear(ctx, h, L->gate, NULL), fc_linear(ctx, h, L->up, NULL));
+    return fc_linear(ctx, f, L->down, NULL);
+}
