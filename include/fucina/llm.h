@@ -76,6 +76,14 @@ typedef struct fc_llm_model fc_llm_model;
  * unsupported general.architecture, a missing key, a tensor of the wrong
  * shape or an unsupported type. */
 FC_API fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path);
+
+/* Loading with a progress report: progress(fraction in [0, 1], user) is
+ * called as the weights are bound and their pages brought in, ending with 1. */
+typedef struct fc_llm_load_options {
+    void (*progress)(double fraction, void *user);
+    void *progress_user;
+} fc_llm_load_options;
+FC_API fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_load_options *opt);
 FC_API void fc_llm_model_free(fc_llm_model *m);
 FC_API const fc_llm_hparams *fc_llm_model_hparams(const fc_llm_model *m);
 FC_API const fc_tokenizer *fc_llm_model_tokenizer(const fc_llm_model *m);
@@ -83,19 +91,42 @@ FC_API const fc_tokenizer *fc_llm_model_tokenizer(const fc_llm_model *m);
 /* ---- evaluation ---- */
 typedef struct fc_llm_session fc_llm_session;
 
-/* A KV cache of n_ctx positions (0: the model's n_ctx_train). */
+/* A KV cache of n_ctx positions (0: the model's n_ctx_train), f32. */
 FC_API fc_llm_session *fc_llm_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx);
+
+typedef struct fc_llm_session_options {
+    int64_t n_ctx;    /* positions per sequence; 0: the model's n_ctx_train */
+    fc_dtype kv_type; /* FC_F16 (default), FC_F32 or FC_Q8_0 */
+    int n_seq;        /* sequences decoded in lockstep; default 1 */
+} fc_llm_session_options;
+/* {n_ctx 0, kv_type FC_F16, n_seq 1} */
+FC_API fc_llm_session_options fc_llm_session_default_options(void);
+FC_API fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_session_options *opt);
 FC_API void fc_llm_session_free(fc_llm_session *s);
 /* Positions evaluated so far. */
 FC_API int64_t fc_llm_session_pos(const fc_llm_session *s);
 /* Forget the cache (position 0 again). */
 FC_API void fc_llm_session_reset(fc_llm_session *s);
+/* Keep positions 0..n_pos-1 and forget the rest (a rewind: the next eval
+ * appends at n_pos). n_pos > the current position is an error. */
+FC_API fc_status fc_llm_session_truncate(fc_ctx *ctx, fc_llm_session *s, int64_t n_pos);
 /* Evaluate n >= 1 tokens at positions pos..pos+n-1. logits (may be NULL)
  * receives n x n_vocab floats, row i for token i. A token id out of range
  * or a full cache is an FC_ERR_INVALID_ARG error and leaves the session as
  * it was. */
 FC_API fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
                                      float *logits);
+
+/* Which logits an eval computes: every appended position (n x n_vocab), the
+ * last one only (1 x n_vocab: a prefill that goes on to decode skips the
+ * output projection of the other rows), or none. */
+typedef enum fc_llm_logits {
+    FC_LLM_LOGITS_ALL = 0,
+    FC_LLM_LOGITS_LAST = 1,
+    FC_LLM_LOGITS_NONE = 2,
+} fc_llm_logits;
+FC_API fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
+                                        fc_llm_logits which, float *logits);
 
 #ifdef __cplusplus
 }

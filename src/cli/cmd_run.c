@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/progress.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
@@ -72,7 +73,11 @@ int fc_cmd_run(int argc, char **argv)
     fc_llm_session *s = NULL;
     fc_sampler *smp = NULL;
     fc_detok_stream *ds = NULL;
-    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    fc_cli_progress bar;
+    fc_cli_progress_init(&bar, "loading");
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
+    fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
+    fc_cli_progress_done(&bar);
     if (!m) goto fail;
     const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;

@@ -153,7 +153,9 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
     return 0;
 }
 
-fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path) {
+fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path) { return fc_llm_model_load_ex(ctx, path, NULL); }
+
+fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_load_options *opt) {
     if (!ctx) return NULL;
     if (!path) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_model_load: NULL path");
     fc_gguf *g = fc_gguf_open(ctx, path, 0);
@@ -213,6 +215,7 @@ fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path) {
         B(up, "ffn_up.weight", 2, "ff", hp->n_ff, "embd", E);
         B(down, "ffn_down.weight", 2, "embd", E, "ff", hp->n_ff);
 #undef B
+        if (opt && opt->progress) opt->progress((double)(l + 1) / (double)hp->n_layer, opt->progress_user);
     }
     fc_gguf_close(g);
     return m;

@@ -30,7 +30,21 @@ static fc_tensor *heads(fc_ctx *ctx, fc_tensor *x, const char *axis, const char 
 }
 
 fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n, float *logits) {
+    return fc_llm_session_eval_ex(ctx, s, tokens, n, FC_LLM_LOGITS_ALL, logits);
+}
+
+fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
+                                 fc_llm_logits which, float *logits) {
     if (!ctx) return FC_ERR_INVALID_ARG;
+    switch (which) {
+    case FC_LLM_LOGITS_ALL:
+    case FC_LLM_LOGITS_LAST:
+    case FC_LLM_LOGITS_NONE:
+        break;
+    default:
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: unknown logits selection %d", (int)which);
+        return FC_ERR_INVALID_ARG;
+    }
     if (!s || !tokens || n == 0) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: %s", !s ? "NULL session" : !tokens ? "NULL tokens" : "no tokens");
         return FC_ERR_INVALID_ARG;
@@ -85,7 +99,11 @@ fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *to
         h = fc_rmsnorm(ctx, x, L->ffn_norm, "embd", eps);
         x = fc_add(ctx, x, fc_llm_ffn(ctx, m, L, h));
     }
-    fc_tensor *out = fc_linear(ctx, fc_rmsnorm(ctx, x, m->output_norm, "embd", eps), m->output, NULL);
+    const int want = which != FC_LLM_LOGITS_NONE && logits;
+    const int64_t n_out = which == FC_LLM_LOGITS_LAST ? 1 : N;
+    if (x && want && n_out < N) x = fc_narrow(ctx, x, "seq", N - 1, 1);
+    fc_tensor *out = x && want ? fc_linear(ctx, fc_rmsnorm(ctx, x, m->output_norm, "embd", eps), m->output, NULL) : x;
+    if (out && want) out = fc_contiguous(ctx, fc_permute(ctx, out, FC_AXES("seq", "vocab")));
     if (!out) {
         st = fc_ctx_status(ctx);
         if (st == FC_OK) {
@@ -94,10 +112,8 @@ fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *to
         }
         goto done;
     }
-    if (logits) {
-        out = fc_contiguous(ctx, fc_permute(ctx, out, FC_AXES("seq", "vocab")));
-        st = out ? fc_tensor_read(ctx, out, logits, (size_t)N * (size_t)hp->n_vocab * sizeof(float))
-                 : fc_ctx_status(ctx);
+    if (want) {
+        st = fc_tensor_read(ctx, out, logits, (size_t)n_out * (size_t)hp->n_vocab * sizeof(float));
         if (st != FC_OK) goto done;
     }
     s->pos += N;
