@@ -97,7 +97,9 @@ int fc_cmd_run(int argc, char **argv)
         if (!logits) fprintf(stderr, "fucina run: out of memory\n");
         goto fail;
     }
-    if (fc_llm_session_eval(ctx, s, toks, nt, logits) != FC_OK) goto fail;
+    /* every row's logits only when they are written out */
+    const fc_llm_logits which = logits_out ? FC_LLM_LOGITS_ALL : FC_LLM_LOGITS_LAST;
+    if (fc_llm_session_eval_ex(ctx, s, toks, nt, which, logits) != FC_OK) goto fail;
     if (logits_out) {
         FILE *f = fopen(logits_out, "wb");
         /* the host is little-endian (x86-64, aarch64): floats are written as they are */
@@ -108,7 +110,7 @@ int fc_cmd_run(int argc, char **argv)
     }
     fwrite(prompt, 1, strlen(prompt), stdout);
     for (size_t i = 0; i < nt; i++) fc_sampler_accept(smp, toks[i]);
-    const float *last = logits + (nt - 1) * (size_t)nv;
+    const float *last = logits_out ? logits + (nt - 1) * (size_t)nv : logits;
     for (long g = 0; g < n_gen; g++) {
         fc_token t = fc_sampler_sample(smp, last, (int32_t)nv);
         fc_sampler_accept(smp, t);
