@@ -85,6 +85,10 @@ typedef struct llama_batch {
 } llama_batch;
 
 typedef struct llama_memory_i *llama_memory_t;
+typedef struct llama_chat_message {
+    const char *role;
+    const char *content;
+} llama_chat_message;
 
 /* The entry points the tests and benches call, resolved by fco_llama_load. */
 typedef struct fco_llama_api {
@@ -106,6 +110,15 @@ typedef struct fco_llama_api {
     bool (*memory_seq_rm)(llama_memory_t, llama_seq_id, llama_pos p0, llama_pos p1);
     void (*set_n_threads)(struct llama_context *, int32_t n_threads, int32_t n_threads_batch);
     void (*synchronize)(struct llama_context *);
+    /* the bench harness's llm suite (bench/peers/llama_llm.c) */
+    void (*attach_threadpool)(struct llama_context *, void *threadpool, void *threadpool_batch);
+    void (*detach_threadpool)(struct llama_context *);
+    uint64_t (*model_size)(const struct llama_model *);
+    uint64_t (*model_n_params)(const struct llama_model *);
+    int32_t (*model_desc)(const struct llama_model *, char *buf, size_t buf_size);
+    /* chat templates (tests/runtime/test_llm_chat.c): llama_chat_apply_template */
+    int32_t (*chat_apply_template)(const char *tmpl, const struct llama_chat_message *chat, size_t n_msg, bool add_ass,
+                                   char *buf, int32_t length);
 } fco_llama_api;
 
 /* enum ggml_type values used for type_k / type_v */

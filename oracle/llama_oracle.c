@@ -43,6 +43,12 @@ static void load_once(void) {
     RESOLVE(memory_seq_rm, "llama_memory_seq_rm");
     RESOLVE(set_n_threads, "llama_set_n_threads");
     RESOLVE(synchronize, "llama_synchronize");
+    RESOLVE(attach_threadpool, "llama_attach_threadpool");
+    RESOLVE(detach_threadpool, "llama_detach_threadpool");
+    RESOLVE(model_size, "llama_model_size");
+    RESOLVE(model_n_params, "llama_model_n_params");
+    RESOLVE(model_desc, "llama_model_desc");
+    RESOLVE(chat_apply_template, "llama_chat_apply_template");
     void (*log_set)(log_cb, void *);
     *(void **)&log_set = fco_llama_sym("llama_log_set");
     void *(*cpu_reg)(void);

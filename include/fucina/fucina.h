@@ -25,5 +25,6 @@
 #include "fucina/llm.h"
 #include "fucina/tokenizer.h"
 #include "fucina/sampler.h"
+#include "fucina/chat.h"
 
 #endif

@@ -1,11 +1,253 @@
-/* fucina chat: (being written). */
+/* fucina chat: an interactive conversation with a model through its chat
+ * template (include/fucina/chat.h). One user message per input line, on a
+ * terminal or piped; each turn reuses the KV cache of the earlier ones. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/gen_args.h"
+#include "cli/progress.h"
+#include "fucina/chat.h"
+#include "fucina/fucina.h"
+#include "fucina/llm.h"
 
-int fc_cmd_chat(int argc, char **argv)
-{
-    (void)argc, (void)argv;
-    fprintf(stderr, "fucina chat: not implemented yet\n");
-    return 1;
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--template chatml|qwen3] [-n N]\n"
+            "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+            "                   [--seed S] [--threads N] [--ctx N] [--stop STR]... [--verbose]\n\n"
+            "Chats with the model through its chat template (tokenizer.chat_template: ChatML or\n"
+            "Qwen3's; a model without one gets ChatML, with a warning). Reads one user message per\n"
+            "line of standard input (a terminal or a pipe) and prints the reply as it is generated.\n"
+            "Each turn evaluates only what the KV cache does not already hold. Commands:\n"
+            "  /reset   forget the conversation (the system prompt stays)\n"
+            "  /exit    quit (as does the end of the input)\n"
+            "Ctrl-C during a reply ends the reply.\n\n"
+            "  --system TEXT        a system message opening the conversation\n"
+            "  --no-think           Qwen3: disable thinking (an empty <think></think> is pre-filled)\n"
+            "  --template NAME      render with this family instead of the model's template\n"
+            "  --stop STR           end a reply before STR (repeatable; never printed)\n"
+            "  --verbose            per turn, print token counts and speed to stderr\n"
+            "%s"
+            "  (-n defaults to 512 tokens per reply, --ctx to min(4096, the model's))\n"
+            "\nWhen the input is not a terminal each message is echoed as '> MESSAGE' before its reply.\n"
+            "Exit status: 0 done, 1 failure, 2 bad usage or input.\n",
+            fc_cli_gen_args_help);
+}
+
+/* Ctrl-C during a reply ends the reply (the REPL goes on); at the prompt
+ * it quits as usual: the handler is installed only while generating. */
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static int on_text(const char *text, size_t len, void *user) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return g_interrupted != 0;
+}
+
+static const char *stop_name(fc_chat_stop s) {
+    switch (s) {
+    case FC_CHAT_STOP_EOG: return "end of generation";
+    case FC_CHAT_STOP_STRING: return "stop string";
+    case FC_CHAT_STOP_MAX_TOKENS: return "max tokens";
+    case FC_CHAT_STOP_CONTEXT: return "context full";
+    case FC_CHAT_STOP_CALLBACK: return "interrupted";
+    }
+    return "?";
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int fc_cmd_chat(int argc, char **argv) {
+    const char *path = NULL, *system = NULL, *tmpl_name = NULL;
+    int no_think = 0, verbose = 0;
+    fc_cli_gen_args g = fc_cli_gen_args_default(512);
+    const char **stop = calloc((size_t)argc, sizeof *stop);
+    size_t n_stop = 0;
+    if (!stop) {
+        fprintf(stderr, "fucina chat: out of memory\n");
+        return 1;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const int has = i + 1 < argc;
+        int r;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            help(stdout);
+            free(stop);
+            return 0;
+        } else if ((r = fc_cli_gen_arg("chat", argc, argv, &i, &g)) != 0) {
+            if (r < 0) goto usage;
+        } else if (!strcmp(a, "--no-think")) {
+            no_think = 1;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            verbose = 1;
+        } else if ((!strcmp(a, "--system") || !strcmp(a, "--template") || !strcmp(a, "--stop")) && !has) {
+            fprintf(stderr, "fucina chat: %s needs a value\n", a);
+            goto usage;
+        } else if (!strcmp(a, "--system")) {
+            system = argv[++i];
+        } else if (!strcmp(a, "--template")) {
+            tmpl_name = argv[++i];
+        } else if (!strcmp(a, "--stop")) {
+            stop[n_stop++] = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "fucina chat: unknown option '%s'\n", a);
+            goto usage;
+        } else if (path) {
+            fprintf(stderr, "fucina chat: unexpected argument '%s' (the model is '%s')\n", a, path);
+            goto usage;
+        } else {
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "fucina chat: no MODEL.gguf given\n");
+        goto usage;
+    }
+    if (tmpl_name && strcmp(tmpl_name, "chatml") && strcmp(tmpl_name, "qwen3")) {
+        fprintf(stderr, "fucina chat: --template '%s' is not chatml or qwen3\n", tmpl_name);
+        goto usage;
+    }
+
+    char err[256];
+    fc_ctx_options co = {.threads = g.threads};
+    fc_ctx *ctx = fc_ctx_new(g.threads > 0 ? &co : NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, "fucina chat: %s\n", err);
+        free(stop);
+        return 1;
+    }
+    int rc = 1;
+    fc_llm_model *m = NULL;
+    fc_llm_session *s = NULL;
+    fc_chat *c = NULL;
+    char *line = NULL;
+    size_t line_cap = 0;
+    fc_chat_template tmpl = FC_CHAT_TEMPLATE_CHATML;
+    if (tmpl_name) {
+        if (fc_chat_template_detect(ctx, tmpl_name, &tmpl) != FC_OK) goto fail;
+    } else {
+        int found = 0;
+        if (fc_chat_template_load(ctx, path, &tmpl, &found) != FC_OK) {
+            fprintf(stderr, "fucina chat: %s (choose one with --template)\n", fc_ctx_error(ctx));
+            rc = 2;
+            goto done;
+        }
+        if (!found)
+            fprintf(stderr, "fucina chat: warning: %s has no tokenizer.chat_template; using chatml\n", path);
+    }
+    fc_cli_progress bar;
+    fc_cli_progress_init(&bar, "loading");
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
+    m = fc_llm_model_load_ex(ctx, path, &lo);
+    fc_cli_progress_done(&bar);
+    if (!m) {
+        rc = 2;
+        goto fail;
+    }
+    const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
+    const int64_t n_ctx = g.n_ctx ? g.n_ctx : (train < 4096 ? train : 4096);
+    s = fc_cli_session_new(ctx, m, n_ctx);
+    if (!s) goto fail;
+    fc_chat_options o = fc_chat_default_options();
+    o.tmpl = tmpl;
+    o.flags = no_think ? FC_CHAT_NO_THINK : 0;
+    o.sampling = g.sp;
+    o.max_tokens = (int32_t)g.n_gen;
+    o.stop = stop;
+    o.n_stop = n_stop;
+    if (g.n_gen == 0) {
+        fprintf(stderr, "fucina chat: -n 0 would generate nothing\n");
+        rc = 2;
+        goto done;
+    }
+    c = fc_chat_new(ctx, m, s, &o);
+    if (!c) goto fail;
+    if (system && fc_chat_add(ctx, c, FC_CHAT_SYSTEM, system) != FC_OK) goto fail;
+    const int tty = isatty(STDIN_FILENO);
+    if (tty)
+        fprintf(stderr, "fucina chat: %s, template %s, context %lld; /reset, /exit\n", path,
+                fc_chat_template_name(tmpl), (long long)n_ctx);
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        const ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        size_t n = (size_t)got;
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
+        if (!n) continue;
+        if (!tty) {
+            printf("> %s\n", line);
+            fflush(stdout); /* before any status line on stderr */
+        }
+        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
+        if (!strcmp(line, "/reset")) {
+            fc_chat_clear(c);
+            if (system && fc_chat_add(ctx, c, FC_CHAT_SYSTEM, system) != FC_OK) goto fail;
+            fprintf(stderr, "fucina chat: conversation reset\n");
+            continue;
+        }
+        if (fc_chat_add(ctx, c, FC_CHAT_USER, line) != FC_OK) goto fail;
+        fc_chat_stats st;
+        const double t0 = now_s();
+        struct sigaction sa = {0}, old_sa;
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        g_interrupted = 0;
+        sigaction(SIGINT, &sa, &old_sa);
+        const fc_status gst = fc_chat_generate(ctx, c, on_text, NULL, NULL, &st);
+        sigaction(SIGINT, &old_sa, NULL);
+        if (gst != FC_OK) {
+            /* typically a conversation grown past the context: start over */
+            fprintf(stderr, "\nfucina chat: %s; the conversation is reset\n", fc_ctx_error(ctx));
+            fc_ctx_clear_error(ctx);
+            fc_chat_clear(c);
+            if (system && fc_chat_add(ctx, c, FC_CHAT_SYSTEM, system) != FC_OK) goto fail;
+            continue;
+        }
+        printf("\n");
+        fflush(stdout);
+        if (verbose) {
+            const double dt = now_s() - t0;
+            fprintf(stderr,
+                    "[prompt %lld tokens: %lld reused, %lld evaluated; %lld generated; %.2f s, %.1f tokens/s; %s]\n",
+                    (long long)st.n_prompt, (long long)st.n_reused, (long long)st.n_eval, (long long)st.n_gen, dt,
+                    dt > 0 ? (double)(st.n_eval + st.n_gen) / dt : 0.0, stop_name(st.stop));
+        }
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "fucina chat: %s\n", fc_ctx_error(ctx));
+done:
+    free(line);
+    fc_chat_free(c);
+    fc_llm_session_free(s);
+    fc_llm_model_free(m);
+    fc_ctx_free(ctx);
+    free(stop);
+    return rc;
+usage:
+    help(stderr);
+    free(stop);
+    return 2;
 }

@@ -1,69 +1,132 @@
 /* fucina run: tokenize a prompt, prefill, then decode greedily or with the
- * sampler, streaming the text; --logits-out dumps the prompt's logits. */
+ * sampler, streaming the text; stop strings end the text early (nothing of
+ * a stop string is printed: text that may start one is held back until it
+ * cannot); --logits-out dumps the prompt's logits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/gen_args.h"
 #include "cli/progress.h"
+#include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
 
-static void help(FILE *f)
-{
-    fprintf(f, "usage: fucina run MODEL.gguf -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]\n"
-               "                  [--ctx N] [--logits-out FILE]\n\n"
-               "Tokenizes TEXT (control-token strings are parsed), evaluates it and generates N tokens\n"
-               "(default 16; 0: prefill only), printing the text as it comes. --temp 0 is greedy\n"
-               "(default). --logits-out writes n_prompt_tokens x n_vocab float32 little-endian logits,\n"
-               "one row per prompt position. Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: fucina run MODEL.gguf (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+            "                  [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N]\n"
+            "                  [--stop STR]... [--logits-out FILE]\n\n"
+            "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
+            "it and generates N tokens (default 16; 0: prefill only), printing the prompt and then the\n"
+            "text as it comes. Generation ends at the end-of-sequence token, at N tokens, at a full\n"
+            "context, or before the first occurrence of a --stop string (never printed).\n\n"
+            "  -p TEXT              the prompt\n"
+            "  -f FILE              read the prompt from FILE (exactly its bytes)\n"
+            "  --stop STR           stop before STR (repeatable)\n"
+            "  --logits-out FILE    write n_prompt_tokens x n_vocab float32 little-endian logits,\n"
+            "                       one row per prompt position (with an f32 KV cache)\n"
+            "%s"
+            "  (-n defaults to 16, --ctx to the prompt's tokens + N, at most the model's context)\n"
+            "\nExit status: 0 done, 1 failure, 2 bad usage or input.\n",
+            fc_cli_gen_args_help);
 }
 
-int fc_cmd_run(int argc, char **argv)
-{
-    const char *path = NULL, *prompt = NULL, *logits_out = NULL;
-    long n_gen = 16, n_ctx = 0;
-    fc_sampler_params sp = fc_sampler_default_params();
-    sp.temp = 0.0f;
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap);
+    for (size_t r; p && (r = fread(p + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (n + 1 == cap) {
+            char *q = realloc(p, cap *= 2);
+            if (!q) free(p);
+            p = q;
+        }
+    }
+    if (p && ferror(f)) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p) p[n] = 0;
+    return p;
+}
+
+/* Print pend[0..) up to what the stop strings allow; returns 1 on a stop. */
+static int flush_text(char *pend, size_t *n, const char *const *stop, size_t n_stop, int final) {
+    size_t e;
+    const int hit = fc_chat_stop_scan(pend, *n, stop, n_stop, &e);
+    if (final && !hit) e = *n;
+    fwrite(pend, 1, e, stdout);
+    fflush(stdout);
+    memmove(pend, pend + e, *n - e);
+    *n -= e;
+    return hit;
+}
+
+int fc_cmd_run(int argc, char **argv) {
+    const char *path = NULL, *prompt_arg = NULL, *prompt_file = NULL, *logits_out = NULL;
+    fc_cli_gen_args g = fc_cli_gen_args_default(16);
+    const char **stop = calloc((size_t)argc, sizeof *stop); /* at most one per argument */
+    size_t n_stop = 0;
+    if (!stop) {
+        fprintf(stderr, "fucina run: out of memory\n");
+        return 1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int has = i + 1 < argc;
+        const int has = i + 1 < argc;
+        int r;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             help(stdout);
+            free(stop);
             return 0;
-        } else if (!strcmp(a, "-p") && has) {
-            prompt = argv[++i];
-        } else if (!strcmp(a, "-n") && has) {
-            n_gen = strtol(argv[++i], NULL, 10);
-        } else if (!strcmp(a, "--ctx") && has) {
-            n_ctx = strtol(argv[++i], NULL, 10);
-        } else if (!strcmp(a, "--temp") && has) {
-            sp.temp = strtof(argv[++i], NULL);
-        } else if (!strcmp(a, "--top-k") && has) {
-            sp.top_k = (int32_t)strtol(argv[++i], NULL, 10);
-        } else if (!strcmp(a, "--top-p") && has) {
-            sp.top_p = strtof(argv[++i], NULL);
-        } else if (!strcmp(a, "--seed") && has) {
-            sp.seed = (uint32_t)strtoul(argv[++i], NULL, 10);
-        } else if (!strcmp(a, "--logits-out") && has) {
+        } else if ((r = fc_cli_gen_arg("run", argc, argv, &i, &g)) != 0) {
+            if (r < 0) goto usage;
+        } else if ((!strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--stop") || !strcmp(a, "--logits-out")) &&
+                   !has) {
+            fprintf(stderr, "fucina run: %s needs a value\n", a);
+            goto usage;
+        } else if (!strcmp(a, "-p")) {
+            prompt_arg = argv[++i];
+        } else if (!strcmp(a, "-f")) {
+            prompt_file = argv[++i];
+        } else if (!strcmp(a, "--stop")) {
+            stop[n_stop++] = argv[++i];
+        } else if (!strcmp(a, "--logits-out")) {
             logits_out = argv[++i];
-        } else if (a[0] == '-' || path) {
-            fprintf(stderr, "fucina run: unexpected argument '%s'\n", a);
-            help(stderr);
-            return 2;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "fucina run: unknown option '%s'\n", a);
+            goto usage;
+        } else if (path) {
+            fprintf(stderr, "fucina run: unexpected argument '%s' (the model is '%s')\n", a, path);
+            goto usage;
         } else {
             path = a;
         }
     }
-    if (!path || !prompt || n_gen < 0 || n_ctx < 0) {
-        help(stderr);
+    if (!path || (!prompt_arg == !prompt_file)) {
+        fprintf(stderr, "fucina run: %s\n", !path ? "no MODEL.gguf given" : "give one of -p TEXT or -f FILE");
+        goto usage;
+    }
+    char *prompt_buf = NULL;
+    if (prompt_file && !(prompt_buf = read_file(prompt_file))) {
+        fprintf(stderr, "fucina run: cannot read the prompt file '%s'\n", prompt_file);
+        free(stop);
         return 2;
     }
+    const char *prompt = prompt_file ? prompt_buf : prompt_arg;
     char err[256];
-    fc_ctx *ctx = fc_ctx_new(NULL, err, sizeof err);
+    fc_ctx_options co = {.threads = g.threads};
+    fc_ctx *ctx = fc_ctx_new(g.threads > 0 ? &co : NULL, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "fucina run: %s\n", err);
+        free(prompt_buf);
+        free(stop);
         return 1;
     }
     int rc = 1;
@@ -73,14 +136,20 @@ int fc_cmd_run(int argc, char **argv)
     fc_llm_session *s = NULL;
     fc_sampler *smp = NULL;
     fc_detok_stream *ds = NULL;
+    char *pend = NULL;
+    size_t n_pend = 0, cap_pend = 256;
     fc_cli_progress bar;
     fc_cli_progress_init(&bar, "loading");
     const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
     fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
     fc_cli_progress_done(&bar);
-    if (!m) goto fail;
+    if (!m) {
+        rc = 2; /* a missing or bad file is bad input */
+        goto fail;
+    }
     const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
     if (fc_tokenize(ctx, tk, prompt, strlen(prompt), FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, &toks,
                     &nt) != FC_OK)
         goto fail;
@@ -89,12 +158,24 @@ int fc_cmd_run(int argc, char **argv)
         rc = 2;
         goto done;
     }
-    s = fc_llm_session_new(ctx, m, n_ctx);
-    logits = malloc(nt * (size_t)nv * sizeof *logits);
-    smp = fc_sampler_new(ctx, &sp);
-    ds = fc_detok_stream_new(ctx, tk, 0);
-    if (!s || !logits || !smp || !ds) {
-        if (!logits) fprintf(stderr, "fucina run: out of memory\n");
+    /* by default the cache holds just the prompt and the generation (a
+     * model's full training context can take gigabytes) */
+    const int64_t want = (int64_t)nt + g.n_gen;
+    const int64_t n_ctx = g.n_ctx ? g.n_ctx : (want < train ? want : train);
+    if ((int64_t)nt > n_ctx) {
+        fprintf(stderr, "fucina run: the prompt (%zu tokens) does not fit the context (%lld)\n", nt, (long long)n_ctx);
+        rc = 2;
+        goto done;
+    }
+    /* logits written for parity checks come from the exact (f32) cache, the
+     * one the parity tests give llama.cpp */
+    s = logits_out ? fc_llm_session_new(ctx, m, n_ctx) : fc_cli_session_new(ctx, m, n_ctx);
+    logits = malloc((logits_out ? nt : 1) * (size_t)nv * sizeof *logits);
+    pend = malloc(cap_pend);
+    smp = s ? fc_sampler_new(ctx, &g.sp) : NULL;
+    ds = smp ? fc_detok_stream_new(ctx, tk, 0) : NULL;
+    if (!s || !logits || !pend || !smp || !ds) {
+        if (!logits || !pend) fprintf(stderr, "fucina run: out of memory\n");
         goto fail;
     }
     /* every row's logits only when they are written out */
@@ -103,7 +184,9 @@ int fc_cmd_run(int argc, char **argv)
     if (logits_out) {
         FILE *f = fopen(logits_out, "wb");
         /* the host is little-endian (x86-64, aarch64): floats are written as they are */
-        if (!f || fwrite(logits, sizeof *logits, nt * (size_t)nv, f) != nt * (size_t)nv || fclose(f)) {
+        int ok = f && fwrite(logits, sizeof *logits, nt * (size_t)nv, f) == nt * (size_t)nv;
+        if (f && fclose(f)) ok = 0;
+        if (!ok) {
             fprintf(stderr, "fucina run: cannot write %s\n", logits_out);
             goto done;
         }
@@ -111,25 +194,46 @@ int fc_cmd_run(int argc, char **argv)
     fwrite(prompt, 1, strlen(prompt), stdout);
     for (size_t i = 0; i < nt; i++) fc_sampler_accept(smp, toks[i]);
     const float *last = logits_out ? logits + (nt - 1) * (size_t)nv : logits;
-    for (long g = 0; g < n_gen; g++) {
+    int stopped = 0;
+    for (long k = 0; k < g.n_gen && !stopped; k++) {
         fc_token t = fc_sampler_sample(smp, last, (int32_t)nv);
+        if (t == FC_TOKEN_NONE) goto fail;
         fc_sampler_accept(smp, t);
         if (t == fc_tokenizer_eos(tk)) break;
         const char *piece;
         size_t len;
         if (fc_detok_stream_push(ctx, ds, t, &piece, &len) != FC_OK) goto fail;
-        fwrite(piece, 1, len, stdout);
-        fflush(stdout);
-        if (g + 1 == n_gen) break;
-        if (fc_llm_session_pos(s) >= (n_ctx ? n_ctx : fc_llm_model_hparams(m)->n_ctx_train)) break;
-        if (fc_llm_session_eval(ctx, s, &t, 1, logits) != FC_OK) goto fail;
+        if (n_pend + len > cap_pend) {
+            while (n_pend + len > cap_pend) cap_pend *= 2;
+            char *q = realloc(pend, cap_pend);
+            if (!q) {
+                fprintf(stderr, "fucina run: out of memory\n");
+                goto done;
+            }
+            pend = q;
+        }
+        memcpy(pend + n_pend, piece, len);
+        n_pend += len;
+        if (flush_text(pend, &n_pend, stop, n_stop, 0)) stopped = 1;
+        if (stopped || k + 1 == g.n_gen || fc_llm_session_pos(s) >= n_ctx) break;
+        if (fc_llm_session_eval_ex(ctx, s, &t, 1, FC_LLM_LOGITS_LAST, logits) != FC_OK) goto fail;
         last = logits;
     }
-    {
+    if (!stopped) {
         const char *piece;
         size_t len;
         if (fc_detok_stream_flush(ctx, ds, &piece, &len) != FC_OK) goto fail;
-        fwrite(piece, 1, len, stdout);
+        if (n_pend + len > cap_pend) {
+            char *q = realloc(pend, n_pend + len);
+            if (!q) {
+                fprintf(stderr, "fucina run: out of memory\n");
+                goto done;
+            }
+            pend = q;
+        }
+        memcpy(pend + n_pend, piece, len);
+        n_pend += len;
+        flush_text(pend, &n_pend, stop, n_stop, 1);
     }
     printf("\n");
     rc = 0;
@@ -137,6 +241,7 @@ int fc_cmd_run(int argc, char **argv)
 fail:
     fprintf(stderr, "fucina run: %s\n", fc_ctx_error(ctx));
 done:
+    free(pend);
     fc_detok_stream_free(ds);
     fc_sampler_free(smp);
     free(logits);
@@ -144,5 +249,11 @@ done:
     fc_tokens_free(toks);
     fc_llm_model_free(m);
     fc_ctx_free(ctx);
+    free(prompt_buf);
+    free(stop);
     return rc;
+usage:
+    help(stderr);
+    free(stop);
+    return 2;
 }

@@ -1,0 +1,178 @@
+/* Fucina: chat templates and multi-turn conversations over an LLM session.
+ *
+ * Templates. A model's GGUF carries its Jinja chat template in
+ * "tokenizer.chat_template". We do not interpret Jinja: the template's
+ * family is detected from its text (as llama.cpp's llm_chat_detect_template
+ * does) and rendered natively in C, byte-identical to what the real
+ * template renders with jinja2:
+ *   - FC_CHAT_TEMPLATE_CHATML: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per
+ *     message, then "<|im_start|>assistant\n" (llama.cpp's "chatml").
+ *   - FC_CHAT_TEMPLATE_QWEN3: Qwen3's template (ChatML with the thinking
+ *     switch): consecutive tool turns are wrapped in one user turn of
+ *     <tool_response> blocks; assistant turns before the last user query lose
+ *     their <think>...</think> part; later ones keep it (re-formatted as
+ *     "<think>\nREASONING\n</think>\n\n"); with thinking disabled the
+ *     generation prompt ends with an empty "<think>\n\n</think>\n\n".
+ * A template with "<|im_start|>" is ChatML, and Qwen3 when it also has
+ * "<think>"; anything else is an FC_ERR_UNSUPPORTED error naming it.
+ *
+ * Conversations. An fc_chat holds the messages and drives a session: each
+ * fc_chat_generate renders the whole conversation with the generation
+ * prompt, tokenizes it, keeps the longest token prefix the session already
+ * holds (fc_llm_session_truncate to it) and evaluates only the rest, then
+ * samples until an end-of-generation token (EOS, <|im_end|>,
+ * <|endoftext|>), a stop string, max_tokens or a full context. Text streams
+ * through a callback in whole UTF-8 characters; text that may still be the
+ * start of a stop string is held back until it is known not to be, so no
+ * part of a stop string is ever emitted. The reply (without the stop
+ * string) is appended to the conversation as an assistant message.
+ *
+ * Single-threaded: one chat per session, and nothing else may evaluate on
+ * that session while the chat uses it (the chat tracks what it holds). */
+#ifndef FUCINA_CHAT_H
+#define FUCINA_CHAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fucina/ctx.h"
+#include "fucina/export.h"
+#include "fucina/gguf.h"
+#include "fucina/llm.h"
+#include "fucina/sampler.h"
+#include "fucina/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum fc_chat_role {
+    FC_CHAT_SYSTEM = 0,
+    FC_CHAT_USER = 1,
+    FC_CHAT_ASSISTANT = 2,
+    FC_CHAT_TOOL = 3,
+} fc_chat_role;
+
+/* "system", "user", "assistant", "tool"; NULL for a value out of range. */
+FC_API const char *fc_chat_role_name(fc_chat_role role);
+
+typedef struct fc_chat_message {
+    fc_chat_role role;
+    const char *content; /* NUL-terminated UTF-8 */
+} fc_chat_message;
+
+typedef enum fc_chat_template {
+    FC_CHAT_TEMPLATE_CHATML = 0,
+    FC_CHAT_TEMPLATE_QWEN3 = 1,
+} fc_chat_template;
+
+/* "chatml", "qwen3"; NULL for a value out of range. */
+FC_API const char *fc_chat_template_name(fc_chat_template t);
+/* The reference Jinja text of a family (qwen3: Qwen3-0.6B's
+ * tokenizer_config.json chat_template; chatml: the common ChatML one), for
+ * writers of GGUF files; static storage. NULL for a value out of range. */
+FC_API const char *fc_chat_template_text(fc_chat_template t);
+/* The family of a Jinja template text, or of a family name ("chatml",
+ * "qwen3"). FC_ERR_UNSUPPORTED (naming the start of the text) when it is
+ * none we render; FC_ERR_INVALID_ARG for NULL. */
+FC_API fc_status fc_chat_template_detect(fc_ctx *ctx, const char *text, fc_chat_template *out);
+/* tokenizer.chat_template of an open GGUF: *text points into g (valid while
+ * g is open, NOT NUL-terminated: use *len), or is NULL when the key is
+ * absent (not an error). A key of another type is an FC_ERR_FORMAT error. */
+FC_API fc_status fc_chat_template_from_gguf(fc_ctx *ctx, fc_gguf *g, const char **text, size_t *len);
+/* Open the GGUF at path and detect its template family. *found = 0 (and
+ * *out untouched) when the file has no template: the caller chooses a
+ * fallback, and should say so. Errors: the file cannot be read, or an
+ * unsupported template (as fc_chat_template_detect). */
+FC_API fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_template *out, int *found);
+
+#define FC_CHAT_ADD_GENERATION_PROMPT 1u /* end with the assistant's header */
+#define FC_CHAT_NO_THINK 2u              /* qwen3: enable_thinking=false (no effect on chatml) */
+
+/* Render msgs[0..n) into a new NUL-terminated string (free() it); *len
+ * (may be NULL) receives its length. A NULL content or a role out of range
+ * is an FC_ERR_INVALID_ARG error naming the message. */
+FC_API fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
+                                unsigned flags, char **out, size_t *len);
+
+/* ---- conversations ---- */
+typedef struct fc_chat fc_chat;
+
+typedef struct fc_chat_options {
+    fc_chat_template tmpl;      /* the family to render with */
+    unsigned flags;             /* FC_CHAT_NO_THINK */
+    fc_sampler_params sampling; /* the sampler's parameters (fc_sampler_default_params) */
+    int32_t max_tokens;         /* tokens per reply; <= 0: until the context is full */
+    const char *const *stop;    /* stop strings (copied); NULL when n_stop = 0; empty strings are ignored */
+    size_t n_stop;
+} fc_chat_options;
+
+/* {chatml, no flags, fc_sampler_default_params(), max_tokens 0, no stop strings} */
+FC_API fc_chat_options fc_chat_default_options(void);
+
+/* A conversation over model m evaluated on session s (both borrowed: they
+ * must outlive the chat; s is reset now and then owned by the chat's
+ * evaluations). ctx receives the errors of later calls and must outlive
+ * the chat. NULL + error on a bad option (the sampler's are checked here). */
+FC_API fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, const fc_chat_options *opt);
+FC_API void fc_chat_free(fc_chat *c);
+
+/* Append a message (content is copied). FC_ERR_INVALID_ARG for a NULL
+ * content or a role out of range. */
+FC_API fc_status fc_chat_add(fc_ctx *ctx, fc_chat *c, fc_chat_role role, const char *content);
+/* The messages so far (valid until the next call that changes them). */
+FC_API const fc_chat_message *fc_chat_messages(const fc_chat *c, size_t *n);
+/* Forget every message and the session's cache (the sampler is reset too). */
+FC_API void fc_chat_clear(fc_chat *c);
+
+/* Why a generation ended. */
+typedef enum fc_chat_stop {
+    FC_CHAT_STOP_EOG = 0,        /* an end-of-generation token */
+    FC_CHAT_STOP_STRING = 1,     /* a stop string */
+    FC_CHAT_STOP_MAX_TOKENS = 2, /* max_tokens generated */
+    FC_CHAT_STOP_CONTEXT = 3,    /* the session is full */
+    FC_CHAT_STOP_CALLBACK = 4,   /* on_text returned nonzero */
+} fc_chat_stop;
+
+typedef struct fc_chat_stats {
+    int64_t n_prompt;  /* tokens of the rendered conversation */
+    int64_t n_reused;  /* of them, already in the session's cache */
+    int64_t n_eval;    /* of them, evaluated now (n_prompt - n_reused) */
+    int64_t n_gen;     /* tokens sampled (the end-of-generation token included) */
+    fc_chat_stop stop; /* why the reply ended */
+} fc_chat_stats;
+
+/* Called with each piece of the reply as it becomes final (whole UTF-8
+ * characters, never part of a stop string); return nonzero to stop. */
+typedef int (*fc_chat_on_text)(const char *text, size_t len, void *user);
+
+/* Bring the session to the rendered conversation (with the generation
+ * prompt), evaluating only what it does not hold, and return the last
+ * position's logits (n_vocab floats, valid until the next call on c; NULL
+ * on error). stats (may be NULL) receives n_prompt, n_reused, n_eval.
+ * Errors: the conversation does not fit the context (naming both sizes),
+ * an evaluation failure. */
+FC_API const float *fc_chat_prefill(fc_ctx *ctx, fc_chat *c, fc_chat_stats *stats);
+/* fc_chat_prefill, then sample the assistant's reply, streaming it to
+ * on_text (may be NULL), and append it to the conversation. *reply (may be
+ * NULL) receives the reply text (owned by c, valid until the next call that
+ * changes the messages). stats may be NULL. */
+FC_API fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, void *user,
+                                  const char **reply, fc_chat_stats *stats);
+/* The tokens the session holds for this chat (valid until the next call
+ * on c). */
+FC_API const fc_token *fc_chat_tokens(const fc_chat *c, size_t *n);
+
+/* ---- stop strings (what fc_chat_generate uses; for other generators) ----
+ * Given the generated text not yet shown, pend[0..n), decide how much may
+ * be shown now. Returns 1 when a stop string occurs: *emit is the offset of
+ * the earliest occurrence (show pend[0..*emit) and stop). Otherwise returns
+ * 0 and *emit is the length of the longest prefix after which no suffix can
+ * still grow into a stop string (show it; keep the rest pending). Empty
+ * stop strings are ignored; n_stop may be 0. */
+FC_API int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_t n_stop, size_t *emit);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

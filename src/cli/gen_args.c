@@ -1,0 +1,102 @@
+/* Options shared by `fucina run` and `fucina chat` (src/cli/gen_args.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/gen_args.h"
+
+const char fc_cli_gen_args_help[] =
+    "  -n N                 tokens to generate\n"
+    "  --temp T             temperature (default 0: greedy)\n"
+    "  --top-k K            keep the K most likely tokens (default 40; 0: off)\n"
+    "  --top-p P            keep the smallest set of probability mass P (default 0.95; 1: off)\n"
+    "  --min-p P            drop tokens below P x the top probability (default 0.05; 0: off)\n"
+    "  --repeat-penalty R   penalize the last 64 tokens' repeats (default 1: off)\n"
+    "  --seed S             sampler seed (default 0; the same seed draws the same tokens)\n"
+    "  --threads N          worker threads (default: FUCINA_THREADS or the cores)\n"
+    "  --ctx N              context length in tokens (the KV cache's size)\n";
+
+fc_cli_gen_args fc_cli_gen_args_default(long n_gen) {
+    fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen};
+    g.sp.temp = 0.0f;
+    g.sp.seed = 0; /* reproducible by default; llama.cpp draws one from the clock */
+    return g;
+}
+
+int fc_cli_parse_long(const char *s, long lo, long hi, long *out) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    const long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int fc_cli_parse_float(const char *s, double lo, double hi, float *out) {
+    if (!s || !*s) return -1;
+    char *end;
+    errno = 0;
+    const double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g) {
+    static const char *const names[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                        "--seed", "--threads", "--ctx"};
+    const char *a = argv[*i];
+    int k = -1;
+    for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
+        if (!strcmp(a, names[j])) k = j;
+    if (k < 0) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "fucina %s: %s needs a value\n", cmd, a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    long l = 0;
+    int bad = 0;
+    const char *want = "";
+    switch (k) {
+    case 0: bad = fc_cli_parse_long(v, 0, 1L << 30, &g->n_gen), want = "an integer >= 0"; break;
+    case 1: bad = fc_cli_parse_float(v, 0.0, 1e6, &g->sp.temp), want = "a number >= 0"; break;
+    case 2:
+        bad = fc_cli_parse_long(v, 0, 1L << 30, &l), want = "an integer >= 0";
+        g->sp.top_k = (int32_t)l;
+        break;
+    case 3: bad = fc_cli_parse_float(v, 1e-9, 1.0, &g->sp.top_p), want = "a number in (0, 1]"; break;
+    case 4: bad = fc_cli_parse_float(v, 0.0, 1.0, &g->sp.min_p), want = "a number in [0, 1]"; break;
+    case 5: bad = fc_cli_parse_float(v, 1e-9, 1e6, &g->sp.penalty_repeat), want = "a number > 0"; break;
+    case 6:
+        bad = fc_cli_parse_long(v, 0, 0xFFFFFFFEL, &l), want = "an integer in 0..4294967294";
+        g->sp.seed = (uint32_t)l;
+        break;
+    case 7:
+        bad = fc_cli_parse_long(v, 1, 1024, &l), want = "an integer in 1..1024";
+        g->threads = (int)l;
+        break;
+    case 8: bad = fc_cli_parse_long(v, 0, 1L << 24, &g->n_ctx), want = "an integer >= 0"; break;
+    default: break;
+    }
+    if (bad) {
+        fprintf(stderr, "fucina %s: %s '%s' is not %s\n", cmd, a, v, want);
+        return -1;
+    }
+    return 1;
+}
+
+fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx) {
+    fc_llm_session_options o = fc_llm_session_default_options();
+    o.n_ctx = n_ctx;
+    fc_llm_session *s = fc_llm_session_new_ex(ctx, m, &o);
+    if (!s && fc_ctx_status(ctx) == FC_ERR_UNSUPPORTED) {
+        /* the f16 / q8_0 caches are being added; f32 is the exact one */
+        fc_ctx_clear_error(ctx);
+        s = fc_llm_session_new(ctx, m, n_ctx);
+    }
+    return s;
+}

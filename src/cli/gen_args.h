@@ -1,0 +1,38 @@
+/* Options shared by `fucina run` and `fucina chat`: the sampler's, --threads
+ * and --ctx, parsed strictly (a number must be the whole argument: "12x" and
+ * "" are errors, as are out-of-range values). */
+#ifndef FC_CLI_GEN_ARGS_H
+#define FC_CLI_GEN_ARGS_H
+
+#include "fucina/llm.h"
+#include "fucina/sampler.h"
+
+typedef struct fc_cli_gen_args {
+    fc_sampler_params sp; /* starts greedy (temp 0) with llama.cpp's other defaults, seed 0 */
+    long n_gen;           /* -n */
+    long n_ctx;           /* --ctx; 0: the model's */
+    int threads;          /* --threads; 0: the default */
+} fc_cli_gen_args;
+
+/* Defaults: greedy, n_gen as given, n_ctx 0, threads 0. */
+fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
+
+/* If argv[*i] is one of the shared options, consume it and its value
+ * (advancing *i) and return 1; 0 when it is not one; -1 after printing
+ * "fucina CMD: ..." naming the option and the bad value (or the missing
+ * one) to stderr. */
+int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
+
+/* A session of n_ctx positions with the library's default KV type (f16);
+ * while that is not implemented yet (FC_ERR_UNSUPPORTED), an f32 one.
+ * NULL + error in ctx otherwise. */
+fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx);
+
+/* The help lines of the shared options. */
+extern const char fc_cli_gen_args_help[];
+
+/* Strict number parsing: 0 on success. */
+int fc_cli_parse_long(const char *s, long lo, long hi, long *out);
+int fc_cli_parse_float(const char *s, double lo, double hi, float *out);
+
+#endif

@@ -1,0 +1,329 @@
+/* Fucina llm: chat template families, detected from the Jinja text and
+ * rendered natively (include/fucina/chat.h). The Qwen3 renderer follows the
+ * template's logic step by step (src/llm/chat_qwen3_text.c holds the text;
+ * tests/runtime/test_llm_chat.c renders it with jinja2 and compares bytes);
+ * Python's str.strip('\n') family strips newlines only, and split(x)[0] /
+ * split(x)[-1] are "before the first" / "after the last" occurrence. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/ctx.h"
+#include "llm/chat_internal.h"
+
+/* ---- buffer ----------------------------------------------------------------------- */
+
+int fc_chat_buf_put(fc_chat_buf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 0;
+}
+
+int fc_chat_buf_puts(fc_chat_buf *b, const char *s) { return fc_chat_buf_put(b, s, strlen(s)); }
+
+void fc_chat_buf_free(fc_chat_buf *b) {
+    free(b->p);
+    *b = (fc_chat_buf){0};
+}
+
+/* ---- names ------------------------------------------------------------------------ */
+
+const char *fc_chat_role_name(fc_chat_role role) {
+    switch (role) {
+    case FC_CHAT_SYSTEM: return "system";
+    case FC_CHAT_USER: return "user";
+    case FC_CHAT_ASSISTANT: return "assistant";
+    case FC_CHAT_TOOL: return "tool";
+    }
+    return NULL;
+}
+
+const char *fc_chat_template_name(fc_chat_template t) {
+    switch (t) {
+    case FC_CHAT_TEMPLATE_CHATML: return "chatml";
+    case FC_CHAT_TEMPLATE_QWEN3: return "qwen3";
+    }
+    return NULL;
+}
+
+/* The common ChatML template (as Hugging Face's docs give it). */
+static const char k_chatml_jinja[] =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
+    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const char *fc_chat_template_text(fc_chat_template t) {
+    switch (t) {
+    case FC_CHAT_TEMPLATE_CHATML: return k_chatml_jinja;
+    case FC_CHAT_TEMPLATE_QWEN3: return fc_chat_qwen3_jinja;
+    }
+    return NULL;
+}
+
+/* ---- detection -------------------------------------------------------------------- */
+
+fc_status fc_chat_template_detect(fc_ctx *ctx, const char *text, fc_chat_template *out) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!text || !out) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_detect: NULL %s", text ? "out" : "text");
+        return FC_ERR_INVALID_ARG;
+    }
+    if (!strcmp(text, "chatml")) {
+        *out = FC_CHAT_TEMPLATE_CHATML;
+        return FC_OK;
+    }
+    if (!strcmp(text, "qwen3")) {
+        *out = FC_CHAT_TEMPLATE_QWEN3;
+        return FC_OK;
+    }
+    const char *why = "no family we render matches it (supported: chatml, qwen3)";
+    if (strstr(text, "<|im_start|>")) {
+        /* llama.cpp's order: Phi-4 and SmolVLM use <|im_start|> but are not ChatML */
+        if (strstr(text, "<|im_sep|>"))
+            why = "it is Phi-4's (<|im_sep|>), which we do not render";
+        else if (strstr(text, "<end_of_utterance>"))
+            why = "it is SmolVLM's (<end_of_utterance>), which we do not render";
+        else if (strstr(text, "enable_thinking")) {
+            *out = FC_CHAT_TEMPLATE_QWEN3;
+            return FC_OK;
+        } else if (strstr(text, "<think>"))
+            /* QwQ / thinking-only models: their generation prompt differs
+             * from Qwen3's; rendering them as either would be a guess */
+            why = "it is ChatML with a <think> convention we do not know (not Qwen3's enable_thinking)";
+        else {
+            *out = FC_CHAT_TEMPLATE_CHATML;
+            return FC_OK;
+        }
+    }
+    fc_fail(ctx, FC_ERR_UNSUPPORTED, "unsupported chat template \"%.40s%s\": %s", text,
+            strlen(text) > 40 ? "..." : "", why);
+    return FC_ERR_UNSUPPORTED;
+}
+
+fc_status fc_chat_template_from_gguf(fc_ctx *ctx, fc_gguf *g, const char **text, size_t *len) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!g || !text || !len) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_from_gguf: NULL argument");
+        return FC_ERR_INVALID_ARG;
+    }
+    *text = NULL;
+    *len = 0;
+    const int64_t i = fc_gguf_find_kv(g, "tokenizer.chat_template");
+    if (i < 0) return FC_OK;
+    if (fc_gguf_kv_type(g, i) != FC_GGUF_STR) {
+        fc_fail(ctx, FC_ERR_FORMAT, "tokenizer.chat_template is not a string (GGUF type %d)", fc_gguf_kv_type(g, i));
+        return FC_ERR_FORMAT;
+    }
+    return fc_gguf_get_str(g, "tokenizer.chat_template", text, len);
+}
+
+fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_template *out, int *found) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!path || !out || !found) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_load: NULL argument");
+        return FC_ERR_INVALID_ARG;
+    }
+    *found = 0;
+    fc_gguf *g = fc_gguf_open(ctx, path, 0);
+    if (!g) return fc_ctx_status(ctx);
+    const char *text;
+    size_t len;
+    fc_status st = fc_chat_template_from_gguf(ctx, g, &text, &len);
+    if (st == FC_OK && text) {
+        char *z = malloc(len + 1); /* the GGUF string has no NUL */
+        if (!z) {
+            fc_fail(ctx, FC_ERR_OOM, "fc_chat_template_load: out of memory");
+            st = FC_ERR_OOM;
+        } else {
+            memcpy(z, text, len);
+            z[len] = 0;
+            st = fc_chat_template_detect(ctx, z, out);
+            if (st == FC_OK) *found = 1;
+            free(z);
+        }
+    }
+    fc_gguf_close(g);
+    return st;
+}
+
+/* ---- rendering -------------------------------------------------------------------- */
+
+/* A (pointer, length) view and Python's string helpers on it. */
+typedef struct view {
+    const char *p;
+    size_t n;
+} view;
+
+static view lstrip_nl(view v) {
+    while (v.n && v.p[0] == '\n') v.p++, v.n--;
+    return v;
+}
+
+static view rstrip_nl(view v) {
+    while (v.n && v.p[v.n - 1] == '\n') v.n--;
+    return v;
+}
+
+/* first occurrence of pat in v, or NULL */
+static const char *find_first(view v, const char *pat) {
+    const size_t m = strlen(pat);
+    for (size_t i = 0; i + m <= v.n; i++)
+        if (!memcmp(v.p + i, pat, m)) return v.p + i;
+    return NULL;
+}
+
+static const char *find_last(view v, const char *pat) {
+    const size_t m = strlen(pat);
+    for (size_t i = v.n >= m ? v.n - m + 1 : 0; i-- > 0;)
+        if (!memcmp(v.p + i, pat, m)) return v.p + i;
+    return NULL;
+}
+
+static int starts_with(view v, const char *pat) {
+    const size_t m = strlen(pat);
+    return v.n >= m && !memcmp(v.p, pat, m);
+}
+
+static int ends_with(view v, const char *pat) {
+    const size_t m = strlen(pat);
+    return v.n >= m && !memcmp(v.p + v.n - m, pat, m);
+}
+
+static view view_of(const char *s) { return (view){s, strlen(s)}; }
+
+#define PUT(s) ok = ok && !fc_chat_buf_puts(b, (s))
+#define PUTV(v) ok = ok && !fc_chat_buf_put(b, (v).p, (v).n)
+
+static int render_chatml(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, unsigned flags) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) {
+        PUT("<|im_start|>");
+        PUT(fc_chat_role_name(msgs[i].role));
+        PUT("\n");
+        PUT(msgs[i].content);
+        PUT("<|im_end|>\n");
+    }
+    if (flags & FC_CHAT_ADD_GENERATION_PROMPT) PUT("<|im_start|>assistant\n");
+    return ok;
+}
+
+/* An assistant turn of Qwen3's template. */
+static int qwen3_assistant(fc_chat_buf *b, view content, int keep_think, int last) {
+    int ok = 1;
+    view reasoning = {"", 0};
+    if (find_first(content, "</think>")) {
+        /* reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') */
+        view head = {content.p, (size_t)(find_first(content, "</think>") - content.p)};
+        head = rstrip_nl(head);
+        const char *open = find_last(head, "<think>");
+        if (open) head = (view){open + 7, head.n - (size_t)(open + 7 - head.p)};
+        reasoning = lstrip_nl(head);
+        /* content = content.split('</think>')[-1].lstrip('\n') */
+        const char *close = find_last(content, "</think>");
+        content = lstrip_nl((view){close + 8, content.n - (size_t)(close + 8 - content.p)});
+    }
+    PUT("<|im_start|>assistant\n");
+    if (keep_think && (last || reasoning.n)) {
+        PUT("<think>\n");
+        PUTV(rstrip_nl(lstrip_nl(reasoning)));
+        PUT("\n</think>\n\n");
+        PUTV(lstrip_nl(content));
+    } else {
+        PUTV(content);
+    }
+    PUT("<|im_end|>\n");
+    return ok;
+}
+
+static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, unsigned flags) {
+    int ok = 1;
+    /* no tools: a leading system message opens the prompt */
+    if (n && msgs[0].role == FC_CHAT_SYSTEM) {
+        PUT("<|im_start|>system\n");
+        PUT(msgs[0].content);
+        PUT("<|im_end|>\n");
+    }
+    /* the last user message that is not a wrapped tool response */
+    size_t last_query = n ? n - 1 : 0;
+    for (size_t i = n; i-- > 0;) {
+        view c = view_of(msgs[i].content);
+        if (msgs[i].role == FC_CHAT_USER && !(starts_with(c, "<tool_response>") && ends_with(c, "</tool_response>"))) {
+            last_query = i;
+            break;
+        }
+    }
+    for (size_t i = 0; i < n && ok; i++) {
+        const fc_chat_message *m = &msgs[i];
+        switch (m->role) {
+        case FC_CHAT_SYSTEM:
+            if (i == 0) break; /* already written */
+            /* a later system message renders as a user one does */
+            /* fall through */
+        case FC_CHAT_USER:
+            PUT("<|im_start|>");
+            PUT(fc_chat_role_name(m->role));
+            PUT("\n");
+            PUT(m->content);
+            PUT("<|im_end|>\n");
+            break;
+        case FC_CHAT_ASSISTANT:
+            ok = ok && qwen3_assistant(b, view_of(m->content), i > last_query, i + 1 == n);
+            break;
+        case FC_CHAT_TOOL:
+            if (i == 0 || msgs[i - 1].role != FC_CHAT_TOOL) PUT("<|im_start|>user");
+            PUT("\n<tool_response>\n");
+            PUT(m->content);
+            PUT("\n</tool_response>");
+            if (i + 1 == n || msgs[i + 1].role != FC_CHAT_TOOL) PUT("<|im_end|>\n");
+            break;
+        }
+    }
+    if (flags & FC_CHAT_ADD_GENERATION_PROMPT) {
+        PUT("<|im_start|>assistant\n");
+        if (flags & FC_CHAT_NO_THINK) PUT("<think>\n\n</think>\n\n");
+    }
+    return ok;
+}
+
+fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n, unsigned flags,
+                         char **out, size_t *len) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!out || (n && !msgs)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: NULL %s", out ? "messages" : "out");
+        return FC_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    if (len) *len = 0;
+    if (!fc_chat_template_name(t)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: template %d out of range", (int)t);
+        return FC_ERR_INVALID_ARG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!fc_chat_role_name(msgs[i].role) || !msgs[i].content) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: message %zu has %s", i,
+                    msgs[i].content ? "a role out of range" : "a NULL content");
+            return FC_ERR_INVALID_ARG;
+        }
+    }
+    fc_chat_buf b = {0};
+    int ok = !fc_chat_buf_put(&b, "", 0);
+    switch (t) {
+    case FC_CHAT_TEMPLATE_CHATML: ok = ok && render_chatml(&b, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(&b, msgs, n, flags); break;
+    }
+    if (!ok) {
+        fc_chat_buf_free(&b);
+        fc_fail(ctx, FC_ERR_OOM, "fc_chat_render: out of memory");
+        return FC_ERR_OOM;
+    }
+    *out = b.p;
+    if (len) *len = b.n;
+    return FC_OK;
+}

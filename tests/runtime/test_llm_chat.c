@@ -1,0 +1,661 @@
+/* Chat templates and conversations (include/fucina/chat.h).
+ *
+ * References:
+ * - Qwen3's real Jinja template (tests/runtime/data/qwen3_chat_template.jinja:
+ *   the chat_template of Qwen/Qwen3-0.6B's tokenizer_config.json, as
+ *   llama.cpp keeps it in models/templates/Qwen-Qwen3-0.6B.jinja) rendered
+ *   by Python's jinja2 the way transformers' apply_chat_template does
+ *   (sandboxed, trim_blocks, lstrip_blocks): our C rendering must be
+ *   byte-identical on every conversation below. Skipped when no Python with
+ *   jinja2 is found ($FUCINA_PYTHON, set by ctest, else python3).
+ * - libllama's llama_chat_apply_template for plain ChatML (skipped when the
+ *   oracle is absent).
+ * - KV reuse: the logits after a reused prefill equal those of a fresh
+ *   session evaluating the whole rendered conversation; the count of
+ *   evaluated tokens equals the rendered length minus the common token
+ *   prefix, computed here independently.
+ * - Stop strings: a greedy reply generated without stops is the reference
+ *   text; with a stop string taken across a token boundary of it, the
+ *   streamed text must be exactly the reference cut at the string's first
+ *   occurrence. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fct.h"
+#include "fct_golden.h"
+#include "fucina/chat.h"
+#include "fucina/fucina.h"
+#include "fucina/llm.h"
+#include "llama_abi.h"
+#include "llm/chat_internal.h"
+
+FCT_SUITE_WITH_TMPDIR(llm_chat, 1, "fc_llm_chat_");
+
+#define FIXTURE FC_GOLDEN_DIR "/../runtime/data/qwen3_chat_template.jinja"
+
+static char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    p[n] = 0;
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return p;
+}
+
+static char *render(fc_chat_template t, const fc_chat_message *m, size_t n, unsigned flags) {
+    char *out = NULL;
+    cr_assert_eq(fc_chat_render(ctx, t, m, n, flags, &out, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    return out;
+}
+
+/* ---- detection ----------------------------------------------------------------------- */
+
+Test(llm_chat, template_text_is_the_fixture_and_detects) {
+    char *fx = read_all(FIXTURE, NULL);
+    cr_assert_not_null(fx, "cannot read %s", FIXTURE);
+    cr_expect_str_eq(fc_chat_template_text(FC_CHAT_TEMPLATE_QWEN3), fx);
+    fc_chat_template t = FC_CHAT_TEMPLATE_CHATML;
+    cr_expect_eq(fc_chat_template_detect(ctx, fx, &t), FC_OK);
+    cr_expect_eq(t, FC_CHAT_TEMPLATE_QWEN3);
+    cr_expect_eq(fc_chat_template_detect(ctx, fc_chat_template_text(FC_CHAT_TEMPLATE_CHATML), &t), FC_OK);
+    cr_expect_eq(t, FC_CHAT_TEMPLATE_CHATML);
+    cr_expect_eq(fc_chat_template_detect(ctx, "qwen3", &t), FC_OK);
+    cr_expect_eq(t, FC_CHAT_TEMPLATE_QWEN3);
+    free(fx);
+    /* unknown families are errors naming the template and the reason */
+    const char *bad[][2] = {
+        {"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}", "no family"},
+        {"{{'<|im_start|>' + m.role + '<|im_sep|>'}}", "Phi-4"},
+        {"<|im_start|>{{ m.role }}<think>", "<think> convention"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(fc_chat_template_detect(ctx, bad[i][0], &t), FC_ERR_UNSUPPORTED, "%s", bad[i][0]);
+        cr_expect(strstr(fc_ctx_error(ctx), "unsupported chat template") && strstr(fc_ctx_error(ctx), bad[i][1]),
+                  "%s", fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+    }
+    fc_chat_message m = {FC_CHAT_USER, NULL};
+    char *out;
+    cr_expect_eq(fc_chat_render(ctx, FC_CHAT_TEMPLATE_QWEN3, &m, 1, 0, &out, NULL), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "message 0"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+}
+
+/* tokenizer.chat_template read from GGUF files */
+static fc_status load_with(const char *name, int kind, const char *text, fc_chat_template *t, int *found) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name);
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    cr_assert_not_null(w);
+    cr_assert_eq(fc_gguf_set_str(w, "general.architecture", "qwen3"), FC_OK);
+    if (kind == 1) cr_assert_eq(fc_gguf_set_str(w, "tokenizer.chat_template", text), FC_OK);
+    if (kind == 2) cr_assert_eq(fc_gguf_set_u32(w, "tokenizer.chat_template", 7), FC_OK);
+    cr_assert_eq(fc_gguf_writer_save(w, path), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_gguf_writer_free(w);
+    return fc_chat_template_load(ctx, path, t, found);
+}
+
+Test(llm_chat, template_from_gguf) {
+    fc_chat_template t = FC_CHAT_TEMPLATE_CHATML;
+    int found = -1;
+    cr_expect_eq(load_with("q", 1, fc_chat_template_text(FC_CHAT_TEMPLATE_QWEN3), &t, &found), FC_OK, "%s",
+                 fc_ctx_error(ctx));
+    cr_expect(found == 1 && t == FC_CHAT_TEMPLATE_QWEN3);
+    cr_expect_eq(load_with("none", 0, NULL, &t, &found), FC_OK);
+    cr_expect_eq(found, 0, "no template is reported, not guessed");
+    cr_expect_eq(load_with("bad", 1, "{% for m in messages %}<start_of_turn>{% endfor %}", &t, &found),
+                 FC_ERR_UNSUPPORTED);
+    cr_expect(strstr(fc_ctx_error(ctx), "<start_of_turn>"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_expect_eq(load_with("typed", 2, NULL, &t, &found), FC_ERR_FORMAT);
+    cr_expect(strstr(fc_ctx_error(ctx), "tokenizer.chat_template is not a string"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+}
+
+/* ---- Qwen3 against jinja2 -------------------------------------------------------------- */
+
+#define MSG(r, c) {FC_CHAT_##r, c}
+typedef struct convo {
+    fc_chat_message m[8];
+    size_t n;
+    unsigned flags;
+} convo;
+
+static const convo k_convos[] = {
+    {{MSG(USER, "Hello")}, 1, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+    {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "<think>\nfirst I reason\n</think>\n\nAnswer one."),
+      MSG(USER, "And two?")},
+     4, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "<think>\nfirst I reason\n</think>\n\nAnswer one."),
+      MSG(USER, "And two?")},
+     4, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "<think>\n\nkept reasoning\n\n</think>\n\n\nkept answer")}, 2, 0},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, 0},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(SYSTEM, "tools"), MSG(USER, "weather?"), MSG(ASSISTANT, "calling"), MSG(TOOL, "r1"), MSG(TOOL, "r2"),
+      MSG(ASSISTANT, "<think>x</think>done"), MSG(USER, "<tool_response>\nz\n</tool_response>")},
+     7, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(USER, "q"), MSG(ASSISTANT, "\n\nno opening tag</think>\n\nafter")}, 2, 0},
+    {{MSG(USER, "a"), MSG(SYSTEM, "late system"), MSG(USER, "c")}, 3, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+    {{MSG(USER, "Ciao \xc3\xa8 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x8e\x89\r\n\ttabs \"quotes\" \\ back")},
+     1, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(USER, "u"), MSG(ASSISTANT, "<think>a</think>b</think>c"), MSG(ASSISTANT, "<think>r2</think>")}, 3, 0},
+    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(ASSISTANT, "<think>r</think>x")}, 1, FC_CHAT_ADD_GENERATION_PROMPT},
+    {{MSG(USER, "u1"), MSG(ASSISTANT, "<think>t1</think>a1"), MSG(USER, "u2"), MSG(ASSISTANT, "<think>t2</think>a2"),
+      MSG(TOOL, "t"), MSG(ASSISTANT, "<think>t3</think>a3")},
+     6, 0},
+};
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* transformers' apply_chat_template environment (chat_template_utils.py) */
+static const char k_py[] =
+    "import json, sys\n"
+    "from jinja2.sandbox import ImmutableSandboxedEnvironment\n"
+    "env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)\n"
+    "env.filters['tojson'] = lambda x, **k: json.dumps(x, ensure_ascii=False, **k)\n"
+    "t = env.from_string(open(sys.argv[1], encoding='utf-8').read())\n"
+    "cases = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+    "for i, c in enumerate(cases):\n"
+    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen']}\n"
+    "    if c['no_think']: kw['enable_thinking'] = False\n"
+    "    open('%s/out_%d.txt' % (sys.argv[3], i), 'w', encoding='utf-8', newline='').write(t.render(**kw))\n";
+
+static const char *python(void) {
+    const char *p = getenv("FUCINA_PYTHON");
+    return p && *p ? p : "python3";
+}
+
+Test(llm_chat, qwen3_matches_jinja2) {
+    char path[512], cmd[2048];
+    static char out[1 << 14];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import jinja2' 2>&1", python());
+    if (fct_run(cmd, out, sizeof out) != 0) cr_skip_test("no Python with jinja2 (%s): %s", python(), out);
+    snprintf(path, sizeof path, "%s/cases.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    const size_t n_convo = sizeof k_convos / sizeof k_convos[0];
+    fputc('[', f);
+    for (size_t i = 0; i < n_convo; i++) {
+        const convo *c = &k_convos[i];
+        fprintf(f, "%s{\"gen\": %s, \"no_think\": %s, \"messages\": [", i ? ", " : "",
+                c->flags & FC_CHAT_ADD_GENERATION_PROMPT ? "true" : "false",
+                c->flags & FC_CHAT_NO_THINK ? "true" : "false");
+        for (size_t j = 0; j < c->n; j++) {
+            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", j ? ", " : "", fc_chat_role_name(c->m[j].role));
+            json_str(f, c->m[j].content);
+            fputc('}', f);
+        }
+        fprintf(f, "]}");
+    }
+    fputs("]\n", f);
+    fclose(f);
+    char py[512];
+    snprintf(py, sizeof py, "%s/render.py", dir);
+    f = fopen(py, "w");
+    cr_assert_not_null(f);
+    fputs(k_py, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, FIXTURE, path, dir);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "jinja2 rendering failed: %s", out);
+    for (size_t i = 0; i < n_convo; i++) {
+        const convo *c = &k_convos[i];
+        char *ours = render(FC_CHAT_TEMPLATE_QWEN3, c->m, c->n, c->flags);
+        snprintf(path, sizeof path, "%s/out_%zu.txt", dir, i);
+        size_t n;
+        char *ref = read_all(path, &n);
+        cr_assert_not_null(ref);
+        cr_expect(strlen(ours) == n && !memcmp(ours, ref, n), "conversation %zu:\n--- jinja2:\n%s\n--- ours:\n%s", i,
+                  ref, ours);
+        free(ref);
+        free(ours);
+    }
+}
+
+/* ---- ChatML against libllama ----------------------------------------------------------- */
+
+Test(llm_chat, chatml_matches_libllama) {
+    const char *why = NULL;
+    const fco_llama_api *o = fco_llama_load(&why);
+    if (!o) cr_skip_test("llama.cpp oracle unavailable: %s", why);
+    for (size_t i = 0; i < sizeof k_convos / sizeof k_convos[0]; i++) {
+        const convo *c = &k_convos[i];
+        llama_chat_message lm[8];
+        for (size_t j = 0; j < c->n; j++)
+            lm[j] = (llama_chat_message){fc_chat_role_name(c->m[j].role), c->m[j].content};
+        for (int add = 0; add < 2; add++) {
+            static char ref[1 << 14];
+            /* llama.cpp detects the family from our reference ChatML text too */
+            int32_t n = o->chat_apply_template(fc_chat_template_text(FC_CHAT_TEMPLATE_CHATML), lm, c->n, add, ref,
+                                               (int32_t)sizeof ref);
+            cr_assert(n >= 0 && n < (int32_t)sizeof ref, "llama_chat_apply_template: %d", n);
+            char *ours = render(FC_CHAT_TEMPLATE_CHATML, c->m, c->n, add ? FC_CHAT_ADD_GENERATION_PROMPT : 0);
+            cr_expect(strlen(ours) == (size_t)n && !memcmp(ours, ref, (size_t)n),
+                      "conversation %zu add_ass %d:\n--- llama.cpp:\n%.*s\n--- ours:\n%s", i, add, (int)n, ref, ours);
+            free(ours);
+        }
+    }
+}
+
+/* ---- stop-string hold-back ------------------------------------------------------------- */
+
+Test(llm_chat, stop_scan) {
+    const char *stop[] = {"STOP", "", "xyz"};
+    size_t e;
+    cr_expect_eq(fc_chat_stop_scan("hello", 5, stop, 3, &e), 0);
+    cr_expect_eq(e, 5);
+    cr_expect_eq(fc_chat_stop_scan("hello ST", 8, stop, 3, &e), 0);
+    cr_expect_eq(e, 6, "a possible start is held back");
+    cr_expect_eq(fc_chat_stop_scan("hello STX", 9, stop, 3, &e), 0);
+    cr_expect_eq(e, 9, "a dead start is released");
+    cr_expect_eq(fc_chat_stop_scan("a xySTOP b", 10, stop, 3, &e), 1);
+    cr_expect_eq(e, 4, "stop at the occurrence");
+    cr_expect_eq(fc_chat_stop_scan("axyzSTOP", 8, stop, 3, &e), 1);
+    cr_expect_eq(e, 1, "the earliest of two stop strings");
+    cr_expect_eq(fc_chat_stop_scan("x", 1, stop, 3, &e), 0);
+    cr_expect_eq(e, 0);
+    cr_expect_eq(fc_chat_stop_scan("", 0, stop, 3, &e), 0);
+    cr_expect_eq(e, 0);
+    cr_expect_eq(fc_chat_stop_scan("abc", 3, NULL, 0, &e), 0);
+    cr_expect_eq(e, 3);
+}
+
+/* ---- conversations on a random-weight model ------------------------------------------- */
+
+static fc_llm_model *model(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    /* untied: a tied random model greedily repeats its last token (its own
+     * embedding dominates the logits); an untied one writes varied text */
+    fc_make_model_options mo = {.dtype = FC_F32, .seed = 3, .untied = 1};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    return m;
+}
+
+static fc_chat_options greedy(int32_t max_tokens) {
+    fc_chat_options o = fc_chat_default_options();
+    o.sampling.temp = 0.0f;
+    o.sampling.seed = 1;
+    o.max_tokens = max_tokens;
+    return o;
+}
+
+static fc_token *tokens_of(const fc_llm_model *m, const char *text, size_t *n) {
+    fc_token *t = NULL;
+    cr_assert_eq(fc_tokenize(ctx, fc_llm_model_tokenizer(m), text, strlen(text),
+                             FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, &t, n),
+                 FC_OK, "%s", fc_ctx_error(ctx));
+    return t;
+}
+
+/* Two turns: the second evaluates only what differs from what the session
+ * holds. ChatML re-renders the first reply as it was generated, so all of
+ * turn 1's prompt is reused; Qwen3 with thinking off re-renders it WITHOUT
+ * the empty think block its generation prompt had (as the real template
+ * does), so reuse ends at that turn's "<|im_start|>assistant\n". */
+static void multi_turn(fc_chat_template tmpl, unsigned flags) {
+    fc_llm_model *m = model();
+    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    fc_llm_session *s = fc_llm_session_new(ctx, m, 256);
+    cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
+    fc_chat_options o = greedy(12);
+    o.tmpl = tmpl;
+    o.flags = flags;
+    fc_chat *c = fc_chat_new(ctx, m, s, &o);
+    cr_assert_not_null(c, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_SYSTEM, "You are a test."), FC_OK);
+    cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_USER, "Hello world, the model is a tensor."), FC_OK);
+    fc_chat_stats s1, s2;
+    const char *reply;
+    cr_assert_eq(fc_chat_generate(ctx, c, NULL, NULL, &reply, &s1), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect_eq(s1.n_reused, 0);
+    cr_expect_eq(s1.n_eval, s1.n_prompt);
+    cr_expect(s1.n_gen >= 1 && s1.n_gen <= 12);
+    cr_expect_eq(fc_llm_session_pos(s), s1.n_prompt + s1.n_gen - 1, "the last sampled token is not evaluated");
+
+    /* what the session holds now, copied before the next turn */
+    size_t n_held;
+    const fc_token *h = fc_chat_tokens(c, &n_held);
+    cr_assert_eq((int64_t)n_held, fc_llm_session_pos(s));
+    fc_token *held = malloc(n_held * sizeof *held);
+    memcpy(held, h, n_held * sizeof *held);
+
+    cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_USER, "And now the second question?"), FC_OK);
+    const float *lg = fc_chat_prefill(ctx, c, &s2);
+    cr_assert_not_null(lg, "%s", fc_ctx_error(ctx));
+
+    /* independently: the rendered conversation and its common prefix with what was held */
+    size_t nmsg;
+    const fc_chat_message *msgs = fc_chat_messages(c, &nmsg);
+    cr_assert_eq(nmsg, 4);
+    cr_expect_eq(msgs[2].role, FC_CHAT_ASSISTANT);
+    cr_expect_str_eq(msgs[2].content, reply);
+    char *text = render(tmpl, msgs, nmsg, FC_CHAT_ADD_GENERATION_PROMPT | flags);
+    size_t nt;
+    fc_token *toks = tokens_of(m, text, &nt);
+    size_t lcp = 0;
+    while (lcp < nt && lcp < n_held && toks[lcp] == held[lcp]) lcp++;
+    cr_expect_eq(s2.n_prompt, (int64_t)nt);
+    cr_expect_eq(s2.n_reused, (int64_t)lcp);
+    cr_expect_eq(s2.n_eval, (int64_t)(nt - lcp), "only the new tokens are evaluated");
+    if (tmpl == FC_CHAT_TEMPLATE_QWEN3) {
+        /* up to the first reply's header: the conversation before it, rendered with the plain header */
+        char *head = render(tmpl, msgs, 2, FC_CHAT_ADD_GENERATION_PROMPT);
+        size_t nh;
+        fc_token *th = tokens_of(m, head, &nh);
+        cr_expect_geq(s2.n_reused, (int64_t)nh);
+        cr_expect_lt(s2.n_reused, s1.n_prompt, "the empty think block of turn 1 is not re-rendered");
+        fc_tokens_free(th);
+        free(head);
+    } else
+        cr_expect_geq(s2.n_reused, s1.n_prompt,
+                      "at least the whole first prompt is reused: %lld of %lld (reply \"%s\", %lld gen, stop %d)",
+                      (long long)s2.n_reused, (long long)s1.n_prompt, reply, (long long)s1.n_gen, (int)s1.stop);
+
+    /* the same logits as a fresh evaluation of the whole conversation */
+    fc_llm_session *fresh = fc_llm_session_new(ctx, m, 256);
+    cr_assert_not_null(fresh);
+    float *ref = malloc((size_t)nv * sizeof *ref);
+    cr_assert_eq(fc_llm_session_eval_ex(ctx, fresh, toks, nt, FC_LLM_LOGITS_LAST, ref), FC_OK, "%s",
+                 fc_ctx_error(ctx));
+    double amax = 0, dmax = 0;
+    for (int64_t i = 0; i < nv; i++) {
+        amax = fmax(amax, fabs(ref[i]));
+        dmax = fmax(dmax, fabs((double)ref[i] - lg[i]));
+    }
+    cr_expect_leq(dmax, 1e-5 * amax, "reused-cache logits differ from a fresh run by %g (max |logit| %g)", dmax, amax);
+
+    /* generating now finds the whole prompt cached: only the last position is redone */
+    fc_chat_stats s3;
+    cr_assert_eq(fc_chat_generate(ctx, c, NULL, NULL, NULL, &s3), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect_eq(s3.n_eval, 1);
+    cr_expect_eq(s3.n_reused, s3.n_prompt - 1);
+
+    /* clear: nothing is reused */
+    fc_chat_clear(c);
+    cr_expect_eq(fc_llm_session_pos(s), 0);
+    cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_USER, "x"), FC_OK);
+    cr_assert_not_null(fc_chat_prefill(ctx, c, &s3));
+    cr_expect_eq(s3.n_reused, 0);
+
+    free(ref);
+    free(text);
+    free(held);
+    fc_tokens_free(toks);
+    fc_llm_session_free(fresh);
+    fc_chat_free(c);
+    fc_llm_session_free(s);
+    fc_llm_model_free(m);
+}
+
+Test(llm_chat, multi_turn_reuses_the_cache) { multi_turn(FC_CHAT_TEMPLATE_CHATML, 0); }
+Test(llm_chat, multi_turn_reuses_the_cache_qwen3_no_think) { multi_turn(FC_CHAT_TEMPLATE_QWEN3, FC_CHAT_NO_THINK); }
+
+Test(llm_chat, thinking_switch) {
+    fc_llm_model *m = model();
+    fc_llm_session *s = fc_llm_session_new(ctx, m, 256);
+    cr_assert_not_null(s);
+    for (int no_think = 0; no_think < 2; no_think++) {
+        fc_chat_options o = greedy(4);
+        o.tmpl = FC_CHAT_TEMPLATE_QWEN3;
+        o.flags = no_think ? FC_CHAT_NO_THINK : 0;
+        fc_chat *c = fc_chat_new(ctx, m, s, &o);
+        cr_assert_not_null(c, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_USER, "Think?"), FC_OK);
+        fc_chat_stats st;
+        cr_assert_not_null(fc_chat_prefill(ctx, c, &st), "%s", fc_ctx_error(ctx));
+        const char *want = no_think
+                               ? "<|im_start|>user\nThink?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                               : "<|im_start|>user\nThink?<|im_end|>\n<|im_start|>assistant\n";
+        size_t nw, nh;
+        fc_token *w = tokens_of(m, want, &nw);
+        const fc_token *held = fc_chat_tokens(c, &nh);
+        cr_expect_eq(nh, nw, "no_think %d: %zu tokens held, %zu expected", no_think, nh, nw);
+        cr_expect(nh == nw && !memcmp(held, w, nw * sizeof *w), "no_think %d: the prompt's tokens differ", no_think);
+        fc_tokens_free(w);
+        fc_chat_free(c);
+    }
+    fc_llm_session_free(s);
+    fc_llm_model_free(m);
+}
+
+typedef struct sink {
+    char buf[4096];
+    size_t n, calls;
+} sink;
+
+static int on_text(const char *p, size_t n, void *user) {
+    sink *k = user;
+    cr_assert_lt(k->n + n, sizeof k->buf);
+    memcpy(k->buf + k->n, p, n);
+    k->n += n;
+    k->buf[k->n] = 0;
+    k->calls++;
+    return 0;
+}
+
+/* a greedy reply of n tokens (no stop strings), its text and the pieces of
+ * its tokens */
+static void reply_with_stops(fc_llm_model *m, const char *const *stop, size_t n_stop, sink *k, fc_chat_stats *st,
+                             char *pieces_text, size_t *bounds, size_t *n_bounds) {
+    fc_llm_session *s = fc_llm_session_new(ctx, m, 256);
+    cr_assert_not_null(s);
+    fc_chat_options o = greedy(24);
+    o.stop = stop;
+    o.n_stop = n_stop;
+    fc_chat *c = fc_chat_new(ctx, m, s, &o);
+    cr_assert_not_null(c, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_chat_add(ctx, c, FC_CHAT_USER, "Tell me about the tensor model."), FC_OK);
+    memset(k, 0, sizeof *k);
+    const char *reply;
+    cr_assert_eq(fc_chat_generate(ctx, c, on_text, k, &reply, st), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect_str_eq(reply, k->buf, "the stored reply is what was streamed");
+    if (pieces_text) {
+        /* byte offsets in the reply where one generated token ends and the next begins */
+        size_t nh;
+        const fc_token *held = fc_chat_tokens(c, &nh);
+        const size_t gen0 = (size_t)st->n_prompt;
+        size_t off = 0;
+        *n_bounds = 0;
+        pieces_text[0] = 0;
+        for (size_t i = gen0; i < nh; i++) {
+            const char *p;
+            size_t len;
+            cr_assert_eq(fc_token_piece(ctx, fc_llm_model_tokenizer(m), held[i], 0, &p, &len), FC_OK);
+            memcpy(pieces_text + off, p, len);
+            off += len;
+            pieces_text[off] = 0;
+            bounds[(*n_bounds)++] = off;
+        }
+    }
+    fc_chat_free(c);
+    fc_llm_session_free(s);
+}
+
+Test(llm_chat, stop_strings_across_tokens) {
+    fc_llm_model *m = model();
+    sink ref, got;
+    fc_chat_stats st;
+    static char text[4096];
+    size_t bounds[64], nb;
+    reply_with_stops(m, NULL, 0, &ref, &st, text, bounds, &nb);
+    cr_assert_eq(st.stop, FC_CHAT_STOP_MAX_TOKENS, "the reference reply should run to max_tokens (stop %d)", st.stop);
+    cr_assert(!strncmp(ref.buf, text, strlen(text)), "the evaluated tokens' pieces begin the reply");
+    cr_assert_geq(nb, 6);
+    int tested = 0;
+    for (size_t b = 1; b + 2 < nb; b++) {
+        /* a stop string made of the last byte(s) of one token and the first of the next */
+        const size_t at = bounds[b];
+        const size_t start = at >= 2 && at - 2 >= bounds[b - 1] ? at - 2 : at - 1;
+        if (at == 0 || at >= ref.n || bounds[b - 1] >= at || bounds[b + 1] <= at) continue;
+        char stop[8] = {0};
+        const size_t end = at + 2 <= bounds[b + 1] ? at + 2 : at + 1;
+        memcpy(stop, ref.buf + start, end - start);
+        const char *sp[] = {stop};
+        reply_with_stops(m, sp, 1, &got, &st, NULL, NULL, NULL);
+        const size_t cut = (size_t)(strstr(ref.buf, stop) - ref.buf);
+        cr_expect_eq(st.stop, FC_CHAT_STOP_STRING, "stop '%s'", stop);
+        cr_expect(got.n == cut && !memcmp(got.buf, ref.buf, cut),
+                  "stop '%s': streamed '%s', expected the first %zu bytes of '%s'", stop, got.buf, cut, ref.buf);
+        tested++;
+        if (tested == 3) break;
+    }
+    cr_expect_geq(tested, 1);
+    /* a stop string whose start ends the reply but never completes: held back, then released */
+    char stop[16];
+    snprintf(stop, sizeof stop, "%s\x01zz", ref.buf + ref.n - 2);
+    const char *sp[] = {stop};
+    reply_with_stops(m, sp, 1, &got, &st, NULL, NULL, NULL);
+    cr_expect_eq(st.stop, FC_CHAT_STOP_MAX_TOKENS);
+    cr_expect_str_eq(got.buf, ref.buf);
+    fc_llm_model_free(m);
+}
+
+/* ---- the commands ------------------------------------------------------------------------ */
+
+static const char *cli(void) {
+    const char *p = getenv("FUCINA_FUCINA_CLI");
+    if (!p) cr_skip_test("FUCINA_FUCINA_CLI is not set (run through ctest)");
+    return p;
+}
+
+static void write_model(char *path, size_t cap) {
+    snprintf(path, cap, "%s/cli.gguf", dir);
+    fc_make_model_options mo = {.dtype = FC_F32, .seed = 3, .untied = 1};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
+}
+
+Test(llm_chat, cli_chat_transcript) {
+    const char *bin = cli();
+    char path[512], cmd[4096];
+    static char out[1 << 16];
+    write_model(path, sizeof path);
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hello there\\n/reset\\n\\nSecond message\\nThird one\\n/exit\\nnever read\\n' | "
+             "'%s' chat '%s' -n 6 --verbose --system 'Be brief.' 2>&1",
+             bin, path);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
+    const char *warn = strstr(out, "has no tokenizer.chat_template; using chatml");
+    const char *u1 = strstr(out, "> Hello there\n");
+    const char *rs = strstr(out, "conversation reset");
+    const char *u2 = strstr(out, "> Second message\n");
+    const char *u3 = strstr(out, "> Third one\n");
+    const char *ex = strstr(out, "> /exit\n");
+    /* make-model may or may not write a template: the warning says so exactly when it does not */
+    fc_chat_template fam;
+    int found = 0;
+    cr_assert_eq(fc_chat_template_load(ctx, path, &fam, &found), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect(found ? !warn : warn != NULL, "template found %d, warning %s:\n%s", found, warn ? "shown" : "absent",
+              out);
+    if (!warn) warn = out;
+    cr_assert(u1 && rs && u2 && u3 && ex, "transcript:\n%s", out);
+    cr_expect(warn < u1 && u1 < rs && rs < u2 && u2 < u3 && u3 < ex, "transcript order:\n%s", out);
+    cr_expect(!strstr(out, "never read"), "input after /exit was read:\n%s", out);
+    /* one stats line per turn: the reset turn reuses nothing, the next reuses the cache */
+    long long np[3], nr[3], ne[3], ng[3];
+    const char *p = out;
+    for (int t = 0; t < 3; t++) {
+        p = strstr(p, "[prompt ");
+        cr_assert_not_null(p, "turn %d has no stats line:\n%s", t, out);
+        cr_assert_eq(sscanf(p, "[prompt %lld tokens: %lld reused, %lld evaluated; %lld generated", &np[t], &nr[t],
+                            &ne[t], &ng[t]),
+                     4, "%s", p);
+        cr_expect_eq(np[t], nr[t] + ne[t]);
+        cr_expect(ng[t] >= 1 && ng[t] <= 6);
+        p++;
+    }
+    cr_expect_eq(nr[0], 0);
+    cr_expect_eq(nr[1], 0, "after /reset nothing is reused");
+    cr_expect_geq(nr[2], np[1], "the third turn reuses the second's prompt");
+    cr_expect_lt(ne[2], np[2] - np[1] + ng[1] + 1);
+}
+
+/* the reply part of `fucina run` output: after the prompt, without the final newline */
+static void run_cli(const char *args, char *out, size_t cap, int want_rc) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' run %s 2>&1", cli(), args);
+    cr_assert_eq(fct_run(cmd, out, cap), want_rc, "%s\n%s", cmd, out);
+}
+
+Test(llm_chat, cli_run_stop_and_options) {
+    char path[512], args[2048];
+    static char out[1 << 14], out2[1 << 14];
+    write_model(path, sizeof path);
+    const char *prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+    snprintf(args, sizeof args, "'%s' -p '%s' -n 16", path, prompt);
+    run_cli(args, out, sizeof out, 0);
+    cr_assert(!strncmp(out, prompt, strlen(prompt)), "%s", out);
+    const char *reply = out + strlen(prompt);
+    const size_t n = strlen(reply);
+    cr_assert_gt(n, 4, "%s", out);
+    /* a stop string from the middle of the reply (plain printable bytes, shell-safe) */
+    size_t at = n / 2;
+    while (at + 3 < n && !(reply[at] > ' ' && reply[at] < 127 && reply[at] != '\'' && reply[at + 1] > ' ' &&
+                           reply[at + 1] < 127 && reply[at + 1] != '\''))
+        at++;
+    if (at + 3 < n) {
+        char stop[3] = {reply[at], reply[at + 1], 0};
+        snprintf(args, sizeof args, "'%s' -p '%s' -n 16 --stop zzzz --stop '%s'", path, prompt, stop);
+        run_cli(args, out2, sizeof out2, 0);
+        const size_t cut = (size_t)(strstr(reply, stop) - reply);
+        cr_expect(strlen(out2) == strlen(prompt) + cut + 1 && !strncmp(out2, out, strlen(prompt) + cut) &&
+                      out2[strlen(out2) - 1] == '\n',
+                  "--stop '%s':\n%s\nwithout:\n%s", stop, out2, out);
+    }
+    /* -f: the prompt from a file gives the same output */
+    char pf[600];
+    snprintf(pf, sizeof pf, "%s/prompt.txt", dir);
+    FILE *f = fopen(pf, "wb");
+    cr_assert_not_null(f);
+    fputs(prompt, f);
+    fclose(f);
+    snprintf(args, sizeof args, "'%s' -f '%s' -n 16 --threads 1 --min-p 0.1 --repeat-penalty 1", path, pf);
+    run_cli(args, out2, sizeof out2, 0);
+    cr_expect_str_eq(out2, out);
+    /* bad input: exit 2 and a message naming it */
+    const char *bad[][2] = {
+        {"-n 12x", "'12x'"},          {"--temp abc", "--temp 'abc'"}, {"--top-p 0", "--top-p '0'"},
+        {"--threads 0", "--threads"}, {"--bogus", "unknown option '--bogus'"},
+        {"-n", "-n needs a value"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "'%s' -p hi %s", path, bad[i][0]);
+        run_cli(args, out2, sizeof out2, 2);
+        cr_expect(strstr(out2, bad[i][1]), "%s: %s", bad[i][0], out2);
+    }
+    snprintf(args, sizeof args, "'%s/none.gguf' -p hi", dir);
+    run_cli(args, out2, sizeof out2, 2);
+    cr_expect(strstr(out2, "none.gguf"), "%s", out2);
+    run_cli("--help", out2, sizeof out2, 0);
+    cr_expect(strstr(out2, "--stop") && strstr(out2, "-f FILE") && strstr(out2, "--repeat-penalty"), "%s", out2);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' chat --help", cli());
+    cr_expect_eq(fct_run(cmd, out2, sizeof out2), 0);
+    cr_expect(strstr(out2, "--no-think") && strstr(out2, "/reset"), "%s", out2);
+    snprintf(cmd, sizeof cmd, "'%s' chat '%s' --top-k 4x 2>&1", cli(), path);
+    cr_expect_eq(fct_run(cmd, out2, sizeof out2), 2);
+    cr_expect(strstr(out2, "--top-k '4x'"), "%s", out2);
+}
