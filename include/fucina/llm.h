@@ -1,13 +1,15 @@
 /* Fucina: LLM models (GGUF, llama.cpp's tensor names and metadata keys).
  *
- * Supported architecture: qwen3 (dense). A model is loaded from a GGUF file:
+ * Supported architectures: qwen3 (dense) and qwen3moe (the same attention, a
+ * top-k routed mixture-of-experts FFN). A model is loaded from a GGUF file:
  * the architecture descriptor (fc_llm_hparams) comes from the metadata keys
  * "<arch>.block_count", ".embedding_length", ... exactly as llama.cpp reads
  * them; the weights are zero-copy tensors over the mapped file (f32, f16 or
  * any block format fc_linear accepts); the tokenizer is built from the same
  * file (fucina/tokenizer.h).
  *
- * Evaluation goes through a session: a KV cache (f32) of n_ctx positions.
+ * Evaluation goes through a session: a KV cache (f16 by default, f32 or
+ * q8_0) of n_ctx positions per sequence, for one or several sequences.
  * fc_llm_session_eval appends tokens (a prefill of many, or one decode step)
  * and returns the logits of every appended position. The forward follows
  * llama.cpp's graph (src/models/qwen3.cpp): pre-norm RMSNorm blocks, per-head
@@ -34,6 +36,7 @@ extern "C" {
 
 typedef enum fc_llm_arch {
     FC_LLM_ARCH_QWEN3 = 0,
+    FC_LLM_ARCH_QWEN3MOE = 1, /* qwen3 attention; the FFN is a top-k mixture of experts */
 } fc_llm_arch;
 
 /* The architecture descriptor, from the GGUF metadata. */
@@ -51,15 +54,36 @@ typedef struct fc_llm_hparams {
     double rope_theta;   /* <arch>.rope.freq_base (default 10000) */
     double rms_eps;      /* <arch>.attention.layer_norm_rms_epsilon (required) */
     int tied_output;     /* 1 when output.weight is absent (token_embd is reused) */
+    /* qwen3moe (0 for dense models): */
+    int64_t n_expert;      /* <arch>.expert_count */
+    int64_t n_expert_used; /* <arch>.expert_used_count (top-k per token) */
+    int64_t n_ff_exp;      /* <arch>.expert_feed_forward_length (default n_ff / n_expert_used) */
 } fc_llm_hparams;
 
 /* ---- a random-weight model writer ---- */
 typedef struct fc_make_model_options {
-    const char *arch;   /* NULL: "qwen3" (the only one) */
-    const char *preset; /* NULL: "tiny" (the only one: 2 layers, embd 64, 4 heads, 2 kv heads, head dim 32, ff 128) */
-    fc_dtype dtype;     /* matrix weights: FC_F32, FC_F16 or FC_Q8_0; 0 (left unset) = FC_F32; norms stay f32 */
+    const char *arch;   /* NULL: "qwen3"; or "qwen3moe" (presets tiny and small: 8 experts, 2 used) */
+    /* NULL: "tiny" (2 layers, embd 64, 4 heads, 2 kv heads, head dim 32, ff 128, moe ff 32);
+     * "small" (2 layers, embd 256, 4 heads, 2 kv heads, head dim 64, ff 768, moe ff 256: every
+     * row width a multiple of 256, so K-quants apply to every matrix); "0.6b" (Qwen3-0.6B's
+     * shapes: 28 layers, embd 1024, 16/8 heads of 128, ff 3072, vocab 151936; qwen3 only).
+     * tiny and small have a ~600-token vocabulary, 0.6b Qwen's 151936-id layout. */
+    const char *preset;
+    /* matrix weights: FC_F32, FC_F16, FC_BF16, FC_Q8_0, FC_Q4_0, FC_Q4_K, FC_Q5_K or FC_Q6_K;
+     * 0 (left unset) = FC_F32. Norms and the MoE router stay f32. A matrix whose row width is
+     * not a whole number of blocks falls back as llama-quantize does (Q4_K -> Q5_0, Q5_K ->
+     * Q5_1, Q6_K -> Q8_0). */
+    fc_dtype dtype;
     uint64_t seed;      /* weights are a pure function of the seed */
     int untied;         /* 1: write output.weight; 0: tied to token_embd (as Qwen3-0.6B) */
+    /* non-NULL: a llama-quantize mix ("Q4_K_M", "Q6_K", ...; fc_quantize_mix_name) applied
+     * with llama.cpp's per-tensor rules to an f32 model written next to path (removed
+     * after); dtype is then ignored. */
+    const char *mix;
+    /* 0: the preset's vocabulary; otherwise Qwen3's id layout with this many ids (>= 151669,
+     * e.g. 151936), for any preset: a tiny model with the real vocabulary is a cheap
+     * tokenizer and output-layer test. */
+    int64_t n_vocab;
 } fc_make_model_options;
 
 /* Write a model with llama.cpp's tensor names and metadata keys and a real
@@ -91,25 +115,38 @@ FC_API const fc_tokenizer *fc_llm_model_tokenizer(const fc_llm_model *m);
 /* ---- evaluation ---- */
 typedef struct fc_llm_session fc_llm_session;
 
-/* A KV cache of n_ctx positions (0: the model's n_ctx_train), f32. */
+/* A KV cache of n_ctx positions (0: the model's n_ctx_train), f32, one
+ * sequence. NULL + error on failure (OOM). */
 FC_API fc_llm_session *fc_llm_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx);
 
 typedef struct fc_llm_session_options {
     int64_t n_ctx;    /* positions per sequence; 0: the model's n_ctx_train */
     fc_dtype kv_type; /* FC_F16 (default), FC_F32 or FC_Q8_0 */
-    int n_seq;        /* sequences decoded in lockstep; default 1 */
+    int n_seq;        /* sequences with their own cache and position (1..4096); default 1 */
 } fc_llm_session_options;
 /* {n_ctx 0, kv_type FC_F16, n_seq 1} */
 FC_API fc_llm_session_options fc_llm_session_default_options(void);
+/* A session with n_seq independent sequences, each with an n_ctx-position
+ * cache of kv_type (opt NULL: the defaults). NULL + error naming the reason
+ * (another kv_type: FC_ERR_UNSUPPORTED; a q8_0 cache when kv_head x head_dim
+ * is not a multiple of 32; n_seq out of range; OOM). Free with
+ * fc_llm_session_free before the model. */
 FC_API fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_session_options *opt);
 FC_API void fc_llm_session_free(fc_llm_session *s);
-/* Positions evaluated so far. */
+/* Positions evaluated so far (of sequence 0). */
 FC_API int64_t fc_llm_session_pos(const fc_llm_session *s);
-/* Forget the cache (position 0 again). */
+/* Positions evaluated so far in sequence seq (0 when seq is out of range). */
+FC_API int64_t fc_llm_session_seq_pos(const fc_llm_session *s, int seq);
+FC_API int fc_llm_session_n_seq(const fc_llm_session *s);
+FC_API fc_dtype fc_llm_session_kv_type(const fc_llm_session *s);
+/* Forget the cache of every sequence (position 0 again). */
 FC_API void fc_llm_session_reset(fc_llm_session *s);
-/* Keep positions 0..n_pos-1 and forget the rest (a rewind: the next eval
- * appends at n_pos). n_pos > the current position is an error. */
+/* Keep positions 0..n_pos-1 (of sequence 0) and forget the rest (a rewind:
+ * the next eval appends at n_pos). n_pos < 0 or > the current position is
+ * an FC_ERR_INVALID_ARG error that leaves the session as it was. */
 FC_API fc_status fc_llm_session_truncate(fc_ctx *ctx, fc_llm_session *s, int64_t n_pos);
+/* The same for sequence seq (out of range: FC_ERR_INVALID_ARG). */
+FC_API fc_status fc_llm_session_truncate_seq(fc_ctx *ctx, fc_llm_session *s, int seq, int64_t n_pos);
 /* Evaluate n >= 1 tokens at positions pos..pos+n-1. logits (may be NULL)
  * receives n x n_vocab floats, row i for token i. A token id out of range
  * or a full cache is an FC_ERR_INVALID_ARG error and leaves the session as
@@ -127,6 +164,19 @@ typedef enum fc_llm_logits {
 } fc_llm_logits;
 FC_API fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
                                         fc_llm_logits which, float *logits);
+/* fc_llm_session_eval_ex on sequence seq of the session (its own positions
+ * and cache rows): a prefill, or a decode step of one sequence. seq out of
+ * range is FC_ERR_INVALID_ARG. */
+FC_API fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
+                                         fc_llm_logits which, float *logits);
+/* Lockstep decode: one token for each of n distinct sequences (seqs[i], or
+ * i when seqs is NULL) in one forward: the weights are read once for all n
+ * rows; each row attends over its own sequence's cache at its own position.
+ * logits (may be NULL) receives n x n_vocab floats, row i for seqs[i]. A
+ * repeated or out-of-range sequence, a full sequence or a token out of
+ * range is an FC_ERR_INVALID_ARG error that leaves the session as it was. */
+FC_API fc_status fc_llm_session_decode_batch(fc_ctx *ctx, fc_llm_session *s, const int *seqs, const fc_token *tokens,
+                                             size_t n, float *logits);
 
 #ifdef __cplusplus
 }

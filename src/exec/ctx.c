@@ -45,6 +45,11 @@ struct fc_ctx {
     int threads;
     fc_attn_workspace *attn_ws[8]; /* idle attention workspaces, LIFO */
     int n_attn_ws;
+    /* Item arrays of ended scopes, kept for the next fc_scope_begin, so a
+     * steady-state loop of scopes (an LLM decode step) does not allocate. */
+    fc_tensor **spare_items[16];
+    size_t spare_cap[16];
+    int n_spare;
 };
 
 /* --- default allocator --- */
@@ -196,6 +201,7 @@ void fc_ctx_free(fc_ctx *ctx)
         free(l->items);
     }
     free(ctx->scopes);
+    for (int i = 0; i < ctx->n_spare; i++) free(ctx->spare_items[i]);
     for (int i = 0; i < ctx->n_attn_ws; i++) fc_attn_workspace_free(ctx->attn_ws[i]);
     fc_workers_free(ctx->workers);
     fc_ctx_pool_trim(ctx);
@@ -449,6 +455,11 @@ fc_scope fc_scope_begin(fc_ctx *ctx)
     }
     uint64_t id = ++ctx->next_scope_id;
     ctx->scopes[ctx->n_scopes] = (fc_scope_list){NULL, 0, 0, id, pthread_self()};
+    if (ctx->n_spare > 0) {
+        ctx->n_spare--;
+        ctx->scopes[ctx->n_scopes].items = ctx->spare_items[ctx->n_spare];
+        ctx->scopes[ctx->n_scopes].cap = ctx->spare_cap[ctx->n_spare];
+    }
     ctx->n_scopes++;
     pthread_mutex_unlock(&ctx->lock);
     return (fc_scope){id};
@@ -489,10 +500,19 @@ void fc_scope_end(fc_ctx *ctx, fc_scope s)
     ctx->n_scopes = w;
     pthread_mutex_unlock(&ctx->lock);
     /* Release newest first: views die before the tensors they view. */
-    for (int k = nt - 1; k >= 0; k--) {
+    for (int k = nt - 1; k >= 0; k--)
         for (size_t i = taken[k].n; i-- > 0;) fc_release(taken[k].items[i]);
-        free(taken[k].items);
+    /* keep the item arrays for the next scopes (fc_ctx.spare_items) */
+    pthread_mutex_lock(&ctx->lock);
+    for (int k = 0; k < nt; k++) {
+        if (taken[k].items && ctx->n_spare < 16 && taken[k].cap <= 65536) { /* keep at most 16 x 512 KiB */
+            ctx->spare_items[ctx->n_spare] = taken[k].items;
+            ctx->spare_cap[ctx->n_spare++] = taken[k].cap;
+        } else {
+            free(taken[k].items);
+        }
     }
+    pthread_mutex_unlock(&ctx->lock);
     if (taken != few) free(taken);
 }
 

@@ -10,10 +10,15 @@
  *              h = rmsnorm(x) * ffn_norm;  x = x + (silu(h Wgate) * (h Wup)) Wdown
  *   logits = (rmsnorm(x) * output_norm) Woutput   (Woutput = token_embd when tied)
  * K (after RoPE) and V of every position are kept in the session's cache
- * (src/llm/session.c), so a later eval attends over all earlier positions;
- * the FFN block is src/llm/ffn.c. */
-#include <stdlib.h>
-#include <string.h>
+ * (src/llm/kv_cache.c: f16, q8_0 or f32), so a later eval attends over all
+ * earlier positions; the FFN block is src/llm/ffn.c.
+ *
+ * A forward runs segments: runs of rows that belong to one sequence each
+ * (one segment: a prefill or a decode step; several: a lockstep decode of
+ * several sequences, one row each). Everything but attention treats the
+ * rows as one batch, so each weight matrix is streamed once per forward;
+ * attention runs per segment over its sequence's cache rows. The public
+ * entry points (validation) are in src/llm/session.c. */
 #include <math.h>
 
 #include "exec/ctx.h"
@@ -29,57 +34,62 @@ static fc_tensor *heads(fc_ctx *ctx, fc_tensor *x, const char *axis, const char 
     return fc_split_axis(ctx, x, axis, FC_SHAPE({head, n_head}, {"d", d}));
 }
 
-fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n, float *logits) {
-    return fc_llm_session_eval_ex(ctx, s, tokens, n, FC_LLM_LOGITS_ALL, logits);
+/* Rows of a segment up to which a q8_0 cache is read in place (decode);
+ * longer runs (prefill) decode the rows to f32 for the blocked kernel. */
+#define Q8_DIRECT_MAX_ROWS 4
+
+/* Attention of every segment over its own sequence's cache; the K and V
+ * rows of the batch are stored first. One segment (a prefill or a single
+ * decode) attends directly; several (a lockstep decode) are concatenated
+ * back into one [seq, head, d] batch for the output projection. */
+static fc_tensor *attend(fc_ctx *ctx, fc_llm_session *s, int64_t l, const fc_llm_seg *segs, int64_t n_seg,
+                         fc_tensor *q, fc_tensor *k, fc_tensor *v, const fc_attention_options *ao0) {
+    if (!q || !k || !v) return NULL;
+    int64_t row = 0;
+    for (int64_t i = 0; i < n_seg; i++) {
+        const fc_llm_seg *g = &segs[i];
+        const int one = n_seg == 1;
+        fc_tensor *qi = one ? q : fc_narrow(ctx, q, "seq", row, g->n);
+        fc_tensor *ki = one ? k : fc_narrow(ctx, k, "seq", row, g->n);
+        fc_tensor *vi = one ? v : fc_narrow(ctx, v, "seq", row, g->n);
+        if (s->kv.type == FC_Q8_0 && g->n <= Q8_DIRECT_MAX_ROWS) {
+            /* decode over a q8_0 cache: read the blocks in place */
+            fc_tensor *a = fc_llm_kv_attend_q8(ctx, &s->kv, l, g->seq, qi, ki, vi, g->pos0, g->n, ao0->scale);
+            if (one || !a) return a;
+            s->parts[i] = a;
+            row += g->n;
+            continue;
+        }
+        fc_tensor *kall = fc_llm_kv_put(ctx, &s->kv, l, g->seq, 0, ki, g->pos0, g->n);
+        fc_tensor *vall = fc_llm_kv_put(ctx, &s->kv, l, g->seq, 1, vi, g->pos0, g->n);
+        if (!qi || !kall || !vall) return NULL;
+        fc_attention_options ao = *ao0;
+        ao.q_pos0 = g->pos0;
+        fc_tensor *a = fc_attention(ctx, qi, kall, vall, &ao); /* [seq, head, d] */
+        if (one || !a) return a;
+        s->parts[i] = a;
+        row += g->n;
+    }
+    return fc_concat(ctx, s->parts, (int)n_seg, "seq");
 }
 
-fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
-                                 fc_llm_logits which, float *logits) {
-    if (!ctx) return FC_ERR_INVALID_ARG;
-    switch (which) {
-    case FC_LLM_LOGITS_ALL:
-    case FC_LLM_LOGITS_LAST:
-    case FC_LLM_LOGITS_NONE:
-        break;
-    default:
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: unknown logits selection %d", (int)which);
-        return FC_ERR_INVALID_ARG;
-    }
-    if (!s || !tokens || n == 0) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: %s", !s ? "NULL session" : !tokens ? "NULL tokens" : "no tokens");
-        return FC_ERR_INVALID_ARG;
-    }
+fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
+                         const fc_token *tokens, fc_llm_logits which, float *logits) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
-    if ((int64_t)n > s->n_ctx - s->pos) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: %zu tokens at position %lld overflow the %lld-position cache",
-                n, (long long)s->pos, (long long)s->n_ctx);
-        return FC_ERR_INVALID_ARG;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= hp->n_vocab) {
-            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: token %zu id %d out of range [0, %lld)", i,
-                    (int)tokens[i], (long long)hp->n_vocab);
-            return FC_ERR_INVALID_ARG;
-        }
-    const int64_t N = (int64_t)n, pos0 = s->pos;
+    int64_t N = 0;
+    for (int64_t i = 0; i < n_seg; i++)
+        for (int64_t j = 0; j < segs[i].n; j++) s->posv[N++] = (int32_t)(segs[i].pos0 + j);
     const double eps = hp->rms_eps;
     fc_status st = FC_OK;
     fc_scope sc = fc_scope_begin(ctx);
-    int32_t *posv = malloc(n * sizeof *posv);
-    if (!posv) {
-        fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_eval: out of memory");
-        st = FC_ERR_OOM;
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) posv[i] = (int32_t)(pos0 + (int64_t)i);
-    fc_tensor *ids = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", N}), tokens, n * sizeof *tokens);
-    fc_tensor *pos = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", N}), posv, n * sizeof *posv);
+    fc_tensor *ids = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", N}), tokens, (size_t)N * sizeof *tokens);
+    fc_tensor *pos = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", N}), s->posv, (size_t)N * sizeof *s->posv);
     fc_tensor *x = fc_get_rows(ctx, m->tok_embd, ids); /* [seq, embd] */
     if (x && fc_tensor_dtype(x) != FC_F32) x = fc_cast(ctx, x, FC_F32);
     const fc_rope_options ro = {.style = FC_ROPE_STYLE_NEOX, .n_rot = hp->n_rot, .theta = hp->rope_theta};
     const fc_attention_options ao = {
-        .scale = 1.0 / sqrt((double)hp->head_dim), .causal = 1, .q_pos0 = pos0, .head_axis = "head",
+        .scale = 1.0 / sqrt((double)hp->head_dim), .causal = 1, .q_pos0 = 0, .head_axis = "head",
         .kv_head_axis = "kv_head"};
     for (int64_t l = 0; l < hp->n_layer && x; l++) {
         const fc_llm_layer *L = &m->layers[l];
@@ -91,15 +101,15 @@ fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token 
         fc_rope_options rk = ro;
         rk.head_axis = "kv_head";
         k = fc_rope(ctx, fc_rmsnorm(ctx, k, L->k_norm, "d", eps), pos, &rk);
-        fc_tensor *kall = k ? fc_llm_cache_put(ctx, s->k[l], k, pos0, N) : NULL;
-        fc_tensor *vall = v ? fc_llm_cache_put(ctx, s->v[l], v, pos0, N) : NULL;
-        fc_tensor *a = fc_attention(ctx, q, kall, vall, &ao); /* [seq, head, d] */
+        fc_tensor *a = attend(ctx, s, l, segs, n_seg, q, k, v, &ao);
         a = fc_merge_axes(ctx, a, FC_AXES("head", "d"), "q");
         x = fc_add(ctx, x, fc_linear(ctx, a, L->wo, NULL));
         h = fc_rmsnorm(ctx, x, L->ffn_norm, "embd", eps);
         x = fc_add(ctx, x, fc_llm_ffn(ctx, m, L, h));
     }
     const int want = which != FC_LLM_LOGITS_NONE && logits;
+    /* LAST: the last row (callers pass LAST with one segment only; a batch
+     * of several has one row per segment and asks for ALL) */
     const int64_t n_out = which == FC_LLM_LOGITS_LAST ? 1 : N;
     if (x && want && n_out < N) x = fc_narrow(ctx, x, "seq", N - 1, 1);
     fc_tensor *out = x && want ? fc_linear(ctx, fc_rmsnorm(ctx, x, m->output_norm, "embd", eps), m->output, NULL) : x;
@@ -116,9 +126,8 @@ fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token 
         st = fc_tensor_read(ctx, out, logits, (size_t)n_out * (size_t)hp->n_vocab * sizeof(float));
         if (st != FC_OK) goto done;
     }
-    s->pos += N;
+    for (int64_t i = 0; i < n_seg; i++) s->pos[segs[i].seq] += segs[i].n;
 done:
     fc_scope_end(ctx, sc);
-    free(posv);
     return st;
 }

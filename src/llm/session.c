@@ -1,19 +1,19 @@
-/* Fucina llm: a session's KV cache (f32 [kv_seq, kv_head, d] per layer). */
+/* Fucina llm: sessions: options, the per-sequence positions, truncate, and
+ * the public eval entry points (validation; the forward is src/llm/qwen3.c,
+ * the cache src/llm/kv_cache.c). */
+#include <stdarg.h>
 #include <stdlib.h>
 
 #include "exec/ctx.h"
-#include "fucina/shape_ops.h"
 #include "fucina/ops.h"
 #include "llm/session.h"
 
 void fc_llm_session_free(fc_llm_session *s) {
     if (!s) return;
-    for (int64_t l = 0; l < s->m->hp.n_layer; l++) {
-        if (s->k) fc_release(s->k[l]);
-        if (s->v) fc_release(s->v[l]);
-    }
-    free(s->k);
-    free(s->v);
+    fc_llm_kv_free(&s->kv);
+    free(s->pos);
+    free(s->posv);
+    free(s->parts);
     free(s);
 }
 
@@ -32,54 +32,166 @@ fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const 
     if (!ctx) return NULL;
     if (!m) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: NULL model");
     fc_llm_session_options o = opt ? *opt : fc_llm_session_default_options();
-    const int64_t n_ctx = o.n_ctx;
-    if (n_ctx < 0) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: n_ctx %lld < 0", (long long)n_ctx);
-    if (o.kv_type != FC_F32 || o.n_seq != 1)
-        return fc_fail(ctx, FC_ERR_UNSUPPORTED, "fc_llm_session_new: only an f32 KV cache of one sequence so far");
+    if (o.n_ctx < 0) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: n_ctx %lld < 0", (long long)o.n_ctx);
+    if (o.n_seq < 1 || o.n_seq > 4096)
+        return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_new: n_seq %d out of range [1, 4096]", o.n_seq);
     const fc_llm_hparams *hp = &m->hp;
     fc_llm_session *s = calloc(1, sizeof *s);
     if (!s) return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
     s->m = m;
-    s->n_ctx = n_ctx ? n_ctx : hp->n_ctx_train;
-    s->k = calloc((size_t)hp->n_layer, sizeof *s->k);
-    s->v = calloc((size_t)hp->n_layer, sizeof *s->v);
-    if (!s->k || !s->v) {
+    s->n_ctx = o.n_ctx ? o.n_ctx : hp->n_ctx_train;
+    s->n_seq = o.n_seq;
+    const int64_t n_rows = s->n_ctx > s->n_seq ? s->n_ctx : s->n_seq;
+    s->pos = calloc((size_t)s->n_seq, sizeof *s->pos);
+    s->posv = calloc((size_t)n_rows, sizeof *s->posv);
+    s->parts = calloc((size_t)s->n_seq, sizeof *s->parts);
+    if (!s->pos || !s->posv || !s->parts) {
         fc_llm_session_free(s);
         return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
     }
-    for (int64_t l = 0; l < hp->n_layer; l++) {
-        s->k[l] = fc_zeros(ctx, FC_F32, FC_SHAPE({"kv_seq", s->n_ctx}, {"kv_head", hp->n_head_kv}, {"d", hp->head_dim}));
-        s->v[l] = fc_zeros(ctx, FC_F32, FC_SHAPE({"kv_seq", s->n_ctx}, {"kv_head", hp->n_head_kv}, {"d", hp->head_dim}));
-        if (!s->k[l] || !s->v[l]) {
-            fc_llm_session_free(s);
-            return NULL;
-        }
+    if (fc_llm_kv_init(ctx, &s->kv, hp, s->n_ctx, s->n_seq, o.kv_type) != FC_OK) {
+        fc_llm_session_free(s);
+        return NULL;
     }
     return s;
 }
 
-int64_t fc_llm_session_pos(const fc_llm_session *s) { return s ? s->pos : 0; }
+int64_t fc_llm_session_pos(const fc_llm_session *s) { return s ? s->pos[0] : 0; }
+int64_t fc_llm_session_seq_pos(const fc_llm_session *s, int seq) {
+    return s && seq >= 0 && seq < s->n_seq ? s->pos[seq] : 0;
+}
+int fc_llm_session_n_seq(const fc_llm_session *s) { return s ? (int)s->n_seq : 0; }
+fc_dtype fc_llm_session_kv_type(const fc_llm_session *s) { return s ? s->kv.type : FC_F32; }
+
 void fc_llm_session_reset(fc_llm_session *s) {
-    if (s) s->pos = 0;
+    if (!s) return;
+    for (int64_t i = 0; i < s->n_seq; i++) s->pos[i] = 0;
 }
 
 /* The rows past n_pos need no clearing: attention reads rows 0..pos only and
  * the next eval overwrites them. */
-fc_status fc_llm_session_truncate(fc_ctx *ctx, fc_llm_session *s, int64_t n_pos) {
+fc_status fc_llm_session_truncate_seq(fc_ctx *ctx, fc_llm_session *s, int seq, int64_t n_pos) {
     if (!ctx) return FC_ERR_INVALID_ARG;
-    if (!s || n_pos < 0 || n_pos > s->pos) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_truncate: %s", !s ? "NULL session" : "position out of range");
+    if (!s) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_truncate: NULL session");
         return FC_ERR_INVALID_ARG;
     }
-    s->pos = n_pos;
+    if (seq < 0 || seq >= s->n_seq) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_truncate: sequence %lld out of range [0, %lld)", (long long)seq,
+                (long long)s->n_seq);
+        return FC_ERR_INVALID_ARG;
+    }
+    if (n_pos < 0 || n_pos > s->pos[seq]) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_truncate: position %lld out of range [0, %lld] (sequence %d)",
+                (long long)n_pos, (long long)s->pos[seq], seq);
+        return FC_ERR_INVALID_ARG;
+    }
+    s->pos[seq] = n_pos;
     return FC_OK;
 }
 
-fc_tensor *fc_llm_cache_put(fc_ctx *ctx, fc_tensor *cache, fc_tensor *x, int64_t pos, int64_t n) {
-    fc_tensor *dst = fc_narrow(ctx, cache, "kv_seq", pos, n);
-    fc_tensor *src = fc_rename(ctx, x, "seq", "kv_seq");
-    if (!dst || !src) return NULL;
-    if (fc_copy_into(ctx, dst, src) != FC_OK) return NULL;
-    return fc_narrow(ctx, cache, "kv_seq", 0, pos + n);
+fc_status fc_llm_session_truncate(fc_ctx *ctx, fc_llm_session *s, int64_t n_pos) {
+    return fc_llm_session_truncate_seq(ctx, s, 0, n_pos);
 }
 
+static fc_status bad(fc_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static fc_status bad(fc_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fc_failv(ctx, FC_ERR_INVALID_ARG, fmt, ap);
+    va_end(ap);
+    return FC_ERR_INVALID_ARG;
+}
+
+/* Tokens in range; FC_OK or an error naming the first bad one. */
+static fc_status check_tokens(fc_ctx *ctx, const fc_llm_session *s, const fc_token *tokens, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= s->m->hp.n_vocab)
+            return bad(ctx, "fc_llm_session_eval: token %lld id %lld out of range [0, %lld)",
+                       (long long)i, (long long)tokens[i], (long long)s->m->hp.n_vocab);
+    return FC_OK;
+}
+
+static fc_status check_which(fc_ctx *ctx, fc_llm_logits which) {
+    switch (which) {
+    case FC_LLM_LOGITS_ALL:
+    case FC_LLM_LOGITS_LAST:
+    case FC_LLM_LOGITS_NONE:
+        return FC_OK;
+    }
+    fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: unknown logits selection %d", (int)which);
+    return FC_ERR_INVALID_ARG;
+}
+
+fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
+                                  fc_llm_logits which, float *logits) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    fc_status st = check_which(ctx, which);
+    if (st != FC_OK) return st;
+    if (!s || !tokens || n == 0) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: %s", !s ? "NULL session" : !tokens ? "NULL tokens" : "no tokens");
+        return FC_ERR_INVALID_ARG;
+    }
+    if (seq < 0 || seq >= s->n_seq)
+        return bad(ctx, "fc_llm_session_eval: sequence %lld out of range [0, %lld)", (long long)seq,
+                   (long long)s->n_seq);
+    if ((int64_t)n > s->n_ctx - s->pos[seq])
+        return bad(ctx, "fc_llm_session_eval: %lld tokens at position %lld overflow the %lld-position cache",
+                   (long long)n, (long long)s->pos[seq], (long long)s->n_ctx);
+    if ((st = check_tokens(ctx, s, tokens, n)) != FC_OK) return st;
+    const fc_llm_seg seg = {.seq = seq, .pos0 = s->pos[seq], .n = (int64_t)n};
+    return fc_llm_forward(ctx, s, &seg, 1, tokens, which, logits);
+}
+
+fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
+                                 fc_llm_logits which, float *logits) {
+    return fc_llm_session_eval_seq(ctx, s, 0, tokens, n, which, logits);
+}
+
+fc_status fc_llm_session_eval(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n, float *logits) {
+    return fc_llm_session_eval_seq(ctx, s, 0, tokens, n, FC_LLM_LOGITS_ALL, logits);
+}
+
+/* Segments live on the stack up to this many sequences; more come from the
+ * heap (a batch that large is not a steady-state decode worth counting). */
+#define SEGS_ON_STACK 64
+
+fc_status fc_llm_session_decode_batch(fc_ctx *ctx, fc_llm_session *s, const int *seqs, const fc_token *tokens,
+                                      size_t n, float *logits) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!s || !tokens || n == 0) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_decode_batch: %s",
+                !s ? "NULL session" : !tokens ? "NULL tokens" : "no sequences");
+        return FC_ERR_INVALID_ARG;
+    }
+    if ((int64_t)n > s->n_seq)
+        return bad(ctx, "fc_llm_session_decode_batch: %lld sequences, the session has %lld",
+                   (long long)n, (long long)s->n_seq);
+    fc_llm_seg stack[SEGS_ON_STACK], *segs = n <= SEGS_ON_STACK ? stack : malloc(n * sizeof *segs);
+    if (!segs) {
+        fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_decode_batch: out of memory");
+        return FC_ERR_OOM;
+    }
+    fc_status st = check_tokens(ctx, s, tokens, n);
+    for (size_t i = 0; i < n && st == FC_OK; i++) {
+        const int64_t q = seqs ? seqs[i] : (int64_t)i;
+        if (q < 0 || q >= s->n_seq) {
+            st = bad(ctx, "fc_llm_session_decode_batch: entry %lld: sequence %lld out of range [0, %lld)",
+                     (long long)i, (long long)q, (long long)s->n_seq);
+            break;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (segs[j].seq == q) {
+                st = bad(ctx, "fc_llm_session_decode_batch: sequence %lld appears twice (entries %lld and %lld)",
+                         (long long)q, (long long)j, (long long)i);
+                break;
+            }
+        if (st == FC_OK && s->pos[q] >= s->n_ctx)
+            st = bad(ctx, "fc_llm_session_decode_batch: sequence %lld is full (the cache holds %lld positions)",
+                     (long long)q, (long long)s->n_ctx);
+        segs[i] = (fc_llm_seg){.seq = q, .pos0 = s->pos[q], .n = 1};
+    }
+    if (st == FC_OK) st = fc_llm_forward(ctx, s, segs, (int64_t)n, tokens, FC_LLM_LOGITS_ALL, logits);
+    if (segs != stack) free(segs);
+    return st;
+}
