@@ -7,14 +7,22 @@
 #include "cli/cli.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
+#include "fucina/quantize.h"
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: fucina make-model [--arch qwen3] [--preset tiny] [--dtype f32|f16|q8_0] [--seed S]\n"
-               "                          [--untied] OUT.gguf\n\n"
+    fprintf(f, "usage: fucina make-model [--arch qwen3|qwen3moe] [--preset tiny|small|0.6b] [--dtype TYPE]\n"
+               "                          [--mix MIX] [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
                "Writes a random-weight model with llama.cpp's tensor names and metadata keys and a real\n"
                "byte-level BPE vocabulary (it loads in llama.cpp). Defaults: qwen3, tiny, f32, seed 1,\n"
                "output tied to token_embd (--untied writes output.weight).\n"
+               "Presets: tiny (embd 64, 2 layers), small (embd 256, 2 layers: K-quants apply to every\n"
+               "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3 only).\n"
+               "--dtype: every matrix in one type: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K (a row width\n"
+               "that is not a whole number of blocks falls back as llama-quantize does: q4_K->q5_0,\n"
+               "q5_K->q5_1, q6_K->q8_0); or a llama-quantize mix with llama.cpp's per-tensor rules:\n"
+               "Q4_K_M, Q4_K_S, Q5_K_M, ... (--mix NAME forces the mix reading, e.g. --mix Q6_K).\n"
+               "--n-vocab N: Qwen3's vocabulary layout with N ids (>= 151669; 0.6b uses 151936) for any preset.\n"
                "Exit status: 0 done, 1 failure, 2 bad usage.\n");
 }
 
@@ -36,13 +44,21 @@ int fc_cmd_make_model(int argc, char **argv)
             o.seed = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--untied")) {
             o.untied = 1;
+        } else if (!strcmp(a, "--n-vocab") && has) {
+            o.n_vocab = strtoll(argv[++i], NULL, 10);
+        } else if (!strcmp(a, "--mix") && has) {
+            o.mix = argv[++i];
         } else if (!strcmp(a, "--dtype") && has) {
             const char *d = argv[++i];
-            if (!strcmp(d, "f32")) o.dtype = FC_F32;
-            else if (!strcmp(d, "f16")) o.dtype = FC_F16;
-            else if (!strcmp(d, "q8_0")) o.dtype = FC_Q8_0;
-            else {
-                fprintf(stderr, "fucina make-model: unknown --dtype '%s' (f32, f16, q8_0)\n", d);
+            fc_dtype dt;
+            if (fc_dtype_parse(d, &dt) && (dt == FC_F32 || dt == FC_F16 || dt == FC_BF16 || dt == FC_Q8_0 ||
+                                           dt == FC_Q4_0 || dt == FC_Q4_K || dt == FC_Q5_K || dt == FC_Q6_K)) {
+                o.dtype = dt;
+            } else if (fc_quantize_mix_ftype(d) >= 0) {
+                o.mix = d;
+            } else {
+                fprintf(stderr, "fucina make-model: unknown --dtype '%s' (f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K, "
+                                "or a mix such as Q4_K_M)\n", d);
                 return 2;
             }
         } else if (a[0] == '-' || out) {

@@ -1,12 +1,15 @@
 /* Fucina llm: the feed-forward block. Dense qwen3: SiLU-gated,
  * down(silu(gate h) * up h), as llama.cpp's build_ffn with LLM_FFN_SILU and
- * LLM_FFN_PAR. */
+ * LLM_FFN_PAR; qwen3moe: the routed experts of src/llm/moe.c. */
 #include "fucina/nn.h"
 #include "fucina/ops.h"
 #include "llm/model.h"
 
 fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h) {
-    (void)m;
+    switch (m->hp.arch) {
+    case FC_LLM_ARCH_QWEN3: break;
+    case FC_LLM_ARCH_QWEN3MOE: return fc_llm_moe_ffn(ctx, m, L, h);
+    }
     fc_tensor *f = fc_swiglu(ctx, fc_linear(ctx, h, L->gate, NULL), fc_linear(ctx, h, L->up, NULL));
     return fc_linear(ctx, f, L->down, NULL);
 }

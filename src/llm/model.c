@@ -5,7 +5,13 @@
  * dimension_count to the head size, rope.freq_base to 10000; qwen3 requires
  * layer_norm_rms_epsilon. Tensor shapes are checked against the descriptor
  * (GGUF dims reversed: [out, in]) so a mismatched file fails at load with
- * the tensor's name, never inside the forward. */
+ * the tensor's name, never inside the forward.
+ *
+ * qwen3moe (llama.cpp's llama_model_qwen3moe) has qwen3's attention and
+ * keys plus expert_count, expert_used_count (both required here and >= 1,
+ * used <= count, as llama.cpp asserts) and expert_feed_forward_length
+ * (default feed_forward_length / expert_used_count); its FFN tensors are the
+ * router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,13 +93,62 @@ static fc_tensor *bind(fc_ctx *ctx, fc_gguf *g, const char *path, const char *na
     return r;
 }
 
+/* A 3-D tensor `name` [n_expert, rows, cols] (GGUF dims reversed), plus one
+ * zero-copy 2-D view [rows, cols] per expert over its bytes (the 3-D tensor
+ * keeps the mapping alive; the views are released first). */
+static fc_tensor *bind_experts(fc_ctx *ctx, fc_gguf *g, const char *path, const char *name, int64_t nx,
+                               const char *n1, int64_t rows, const char *n2, int64_t cols, fc_tensor ***views) {
+    if (fc_gguf_find_tensor(g, name) < 0) {
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: missing tensor %s", path, name);
+        return NULL;
+    }
+    fc_tensor *t = fc_gguf_tensor(g, name);
+    if (!t) return NULL;
+    if (fc_tensor_rank(t) != 3 || fc_tensor_dim(t, 0) != nx || fc_tensor_dim(t, 1) != rows ||
+        fc_tensor_dim(t, 2) != cols) {
+        char d[128];
+        fc_tensor_describe(t, d, sizeof d);
+        fc_release(t);
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is %s, expected [%lld, %lld, %lld] (expert, %s, %s; GGUF dims "
+                "reversed)", path, name, d, (long long)nx, (long long)rows, (long long)cols, n1, n2);
+        return NULL;
+    }
+    const fc_dtype dt = fc_tensor_dtype(t);
+    const size_t bytes = fc_dtype_row_bytes(dt, cols) * (size_t)rows;
+    *views = calloc((size_t)nx, sizeof **views);
+    if (!*views) {
+        fc_release(t);
+        fc_fail(ctx, FC_ERR_OOM, "fc_llm_model_load: out of memory");
+        return NULL;
+    }
+    unsigned char *base = fc_tensor_data(t);
+    for (int64_t e = 0; e < nx; e++) {
+        (*views)[e] = fc_wrap(ctx, dt, FC_SHAPE({n1, rows}, {n2, cols}), base + (size_t)e * bytes, bytes, NULL, NULL);
+        if (!(*views)[e]) {
+            fc_release(t); /* the caller frees the views made so far (it owns *views now) */
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static void release_views(fc_tensor **v, int64_t n) {
+    if (!v) return;
+    for (int64_t i = 0; i < n; i++) fc_release(v[i]);
+    free(v);
+}
+
 void fc_llm_model_free(fc_llm_model *m) {
     if (!m) return;
     if (m->layers) {
         for (int64_t l = 0; l < m->hp.n_layer; l++) {
             fc_llm_layer *L = &m->layers[l];
-            fc_tensor *ts[] = {L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->q_norm,
-                               L->k_norm, L->ffn_norm, L->gate, L->up, L->down};
+            release_views(L->gate_e, m->hp.n_expert);
+            release_views(L->up_e, m->hp.n_expert);
+            release_views(L->down_e, m->hp.n_expert);
+            fc_tensor *ts[] = {L->attn_norm, L->wq,   L->wk,       L->wv,        L->wo,      L->q_norm,
+                               L->k_norm,    L->ffn_norm, L->gate, L->up,        L->down,    L->gate_inp,
+                               L->gate_exps, L->up_exps,  L->down_exps};
             for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) fc_release(ts[i]);
         }
         free(m->layers);
@@ -108,6 +163,9 @@ void fc_llm_model_free(fc_llm_model *m) {
 const fc_llm_hparams *fc_llm_model_hparams(const fc_llm_model *m) { return m ? &m->hp : NULL; }
 const fc_tokenizer *fc_llm_model_tokenizer(const fc_llm_model *m) { return m ? m->tok : NULL; }
 
+/* The largest expert count accepted (llama.cpp's LLAMA_MAX_EXPERTS). */
+#define MAX_EXPERTS 512
+
 static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparams *hp) {
     const char *arch = NULL;
     if (fc_gguf_get_str(g, "general.architecture", &arch, NULL) != FC_OK) {
@@ -115,41 +173,71 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
         fc_fail(ctx, FC_ERR_FORMAT, "%s: missing or non-string general.architecture", path);
         return -1;
     }
-    if (strcmp(arch, "qwen3")) {
-        fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: qwen3)", path, arch);
+    if (!strcmp(arch, "qwen3")) {
+        hp->arch = FC_LLM_ARCH_QWEN3;
+    } else if (!strcmp(arch, "qwen3moe")) {
+        hp->arch = FC_LLM_ARCH_QWEN3MOE;
+    } else {
+        fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: qwen3, qwen3moe)", path,
+                arch);
         return -1;
     }
-    hp->arch = FC_LLM_ARCH_QWEN3;
-    if (get_u32(ctx, g, path, "qwen3.block_count", 1, 0, &hp->n_layer) ||
-        get_u32(ctx, g, path, "qwen3.context_length", 1, 0, &hp->n_ctx_train) ||
-        get_u32(ctx, g, path, "qwen3.embedding_length", 1, 0, &hp->n_embd) ||
-        get_u32(ctx, g, path, "qwen3.feed_forward_length", 1, 0, &hp->n_ff) ||
-        get_u32(ctx, g, path, "qwen3.attention.head_count", 1, 0, &hp->n_head))
+    const int moe = hp->arch == FC_LLM_ARCH_QWEN3MOE;
+    const char *a = moe ? "qwen3moe" : "qwen3";
+    char k1[96], k2[96], k3[96], k4[96], k5[96];
+#define KEY(buf, s) (snprintf(buf, sizeof buf, "%s." s, a), buf)
+    if (get_u32(ctx, g, path, KEY(k1, "block_count"), 1, 0, &hp->n_layer) ||
+        get_u32(ctx, g, path, KEY(k2, "context_length"), 1, 0, &hp->n_ctx_train) ||
+        get_u32(ctx, g, path, KEY(k3, "embedding_length"), 1, 0, &hp->n_embd) ||
+        /* a MoE model's FFN width is the experts' (llama.cpp reads it optionally) */
+        get_u32(ctx, g, path, KEY(k4, "feed_forward_length"), !moe, 0, &hp->n_ff) ||
+        get_u32(ctx, g, path, KEY(k5, "attention.head_count"), 1, 0, &hp->n_head))
         return -1;
-    if (hp->n_layer < 1 || hp->n_embd < 1 || hp->n_ff < 1 || hp->n_head < 1 || hp->n_ctx_train < 1) {
-        fc_fail(ctx, FC_ERR_FORMAT, "%s: qwen3 block_count, context_length, embedding_length, feed_forward_length "
-                "and attention.head_count must be >= 1", path);
+    if (hp->n_layer < 1 || hp->n_embd < 1 || (!moe && hp->n_ff < 1) || hp->n_head < 1 || hp->n_ctx_train < 1) {
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s block_count, context_length, embedding_length, feed_forward_length "
+                "and attention.head_count must be >= 1", path, a);
         return -1;
     }
     int64_t vdim;
-    if (get_u32(ctx, g, path, "qwen3.attention.head_count_kv", 0, hp->n_head, &hp->n_head_kv) ||
-        get_u32(ctx, g, path, "qwen3.attention.key_length", 0, hp->n_embd / hp->n_head, &hp->head_dim) ||
-        get_u32(ctx, g, path, "qwen3.attention.value_length", 0, hp->n_embd / hp->n_head, &vdim))
+    if (get_u32(ctx, g, path, KEY(k1, "attention.head_count_kv"), 0, hp->n_head, &hp->n_head_kv) ||
+        get_u32(ctx, g, path, KEY(k2, "attention.key_length"), 0, hp->n_embd / hp->n_head, &hp->head_dim) ||
+        get_u32(ctx, g, path, KEY(k3, "attention.value_length"), 0, hp->n_embd / hp->n_head, &vdim))
         return -1;
-    if (get_u32(ctx, g, path, "qwen3.rope.dimension_count", 0, hp->head_dim, &hp->n_rot) ||
-        get_f32(ctx, g, path, "qwen3.rope.freq_base", 0, 10000.0, &hp->rope_theta) ||
-        get_f32(ctx, g, path, "qwen3.attention.layer_norm_rms_epsilon", 1, 0, &hp->rms_eps))
+    if (get_u32(ctx, g, path, KEY(k1, "rope.dimension_count"), 0, hp->head_dim, &hp->n_rot) ||
+        get_f32(ctx, g, path, KEY(k2, "rope.freq_base"), 0, 10000.0, &hp->rope_theta) ||
+        get_f32(ctx, g, path, KEY(k3, "attention.layer_norm_rms_epsilon"), 1, 0, &hp->rms_eps))
         return -1;
     /* llama.cpp's qwen3 graph asserts these too. */
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->head_dim < 2 || vdim != hp->head_dim ||
         hp->n_rot != hp->head_dim || hp->head_dim % 2) {
         fc_fail(ctx, FC_ERR_FORMAT,
-                "%s: qwen3 needs head_count a multiple of head_count_kv (%lld, %lld) and key_length = value_length "
+                "%s: %s needs head_count a multiple of head_count_kv (%lld, %lld) and key_length = value_length "
                 "= rope.dimension_count, even (%lld, %lld, %lld)",
-                path, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim, (long long)vdim,
+                path, a, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim, (long long)vdim,
                 (long long)hp->n_rot);
         return -1;
     }
+    if (!moe) return 0;
+    if (get_u32(ctx, g, path, KEY(k1, "expert_count"), 1, 0, &hp->n_expert) ||
+        get_u32(ctx, g, path, KEY(k2, "expert_used_count"), 1, 0, &hp->n_expert_used))
+        return -1;
+    if (hp->n_expert < 1 || hp->n_expert > MAX_EXPERTS) {
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s is %lld; it must be in 1..%d", path, k1, (long long)hp->n_expert,
+                MAX_EXPERTS);
+        return -1;
+    }
+    if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert) {
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s is %lld; it must be in 1..%s (%lld)", path, k2,
+                (long long)hp->n_expert_used, k1, (long long)hp->n_expert);
+        return -1;
+    }
+    if (get_u32(ctx, g, path, KEY(k3, "expert_feed_forward_length"), 0, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp))
+        return -1;
+    if (hp->n_ff_exp < 1) {
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s (or feed_forward_length / expert_used_count) must be >= 1", path, k3);
+        return -1;
+    }
+#undef KEY
     return 0;
 }
 
@@ -211,9 +299,27 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
         B(q_norm, "attn_q_norm.weight", 1, "d", D, NULL, 0);
         B(k_norm, "attn_k_norm.weight", 1, "d", D, NULL, 0);
         B(ffn_norm, "ffn_norm.weight", 1, "embd", E, NULL, 0);
-        B(gate, "ffn_gate.weight", 2, "ff", hp->n_ff, "embd", E);
-        B(up, "ffn_up.weight", 2, "ff", hp->n_ff, "embd", E);
-        B(down, "ffn_down.weight", 2, "embd", E, "ff", hp->n_ff);
+        switch (hp->arch) {
+        case FC_LLM_ARCH_QWEN3:
+            B(gate, "ffn_gate.weight", 2, "ff", hp->n_ff, "embd", E);
+            B(up, "ffn_up.weight", 2, "ff", hp->n_ff, "embd", E);
+            B(down, "ffn_down.weight", 2, "embd", E, "ff", hp->n_ff);
+            break;
+        case FC_LLM_ARCH_QWEN3MOE: {
+            const int64_t NX = hp->n_expert, F = hp->n_ff_exp;
+            B(gate_inp, "ffn_gate_inp.weight", 2, "expert", NX, "embd", E);
+#define X(field, views, suffix, a1, s1, a2, s2)                                                                    \
+    do {                                                                                                           \
+        snprintf(n, sizeof n, "blk.%d." suffix, (int)l);                                                           \
+        if (!(L->field = bind_experts(ctx, g, path, n, NX, a1, s1, a2, s2, &L->views))) goto fail;                 \
+    } while (0)
+            X(gate_exps, gate_e, "ffn_gate_exps.weight", "ff", F, "embd", E);
+            X(up_exps, up_e, "ffn_up_exps.weight", "ff", F, "embd", E);
+            X(down_exps, down_e, "ffn_down_exps.weight", "embd", E, "ff", F);
+#undef X
+            break;
+        }
+        }
 #undef B
         if (opt && opt->progress) opt->progress((double)(l + 1) / (double)hp->n_layer, opt->progress_user);
     }

@@ -11,7 +11,14 @@ typedef struct fc_llm_layer {
     fc_tensor *wq, *wk, *wv, *wo;   /* [q, embd] [kv, embd] [kv, embd] [embd, q] */
     fc_tensor *q_norm, *k_norm;     /* [d] */
     fc_tensor *ffn_norm;            /* [embd] */
-    fc_tensor *gate, *up, *down;    /* [ff, embd] [ff, embd] [embd, ff] */
+    fc_tensor *gate, *up, *down;    /* dense: [ff, embd] [ff, embd] [embd, ff]; NULL for MoE */
+    /* qwen3moe: the router [expert, embd], the 3-D expert weights as in the
+     * file ([expert, ff, embd], [expert, ff, embd], [expert, embd, ff]; they
+     * own the mapped bytes) and one zero-copy 2-D view per expert into them
+     * (the per-expert weight fc_linear takes, quantized or not). */
+    fc_tensor *gate_inp;
+    fc_tensor *gate_exps, *up_exps, *down_exps;
+    fc_tensor **gate_e, **up_e, **down_e; /* [n_expert] each */
 } fc_llm_layer;
 
 struct fc_llm_model {
@@ -23,7 +30,10 @@ struct fc_llm_model {
     fc_llm_layer *layers;
 };
 
-/* The FFN block of layer L (src/llm/ffn.c): h [seq, embd] -> [seq, embd]. */
+/* The FFN block of layer L (src/llm/ffn.c): h [seq, embd] -> [seq, embd];
+ * dense or mixture of experts by the architecture. */
 fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
+/* The qwen3moe FFN (src/llm/moe.c), same contract. */
+fc_tensor *fc_llm_moe_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
 
 #endif

@@ -15,7 +15,17 @@
  * position. Over seeds 1-20 (FCT_SEED=S picks the model seed; default 7)
  * the worst was 1.15e-2 (seed 20); bound 2e-2. For scale: NORMAL instead
  * of NeoX RoPE gives 9e-2. The argmax must match wherever the top
- * two oracle logits are further apart than twice the bound. */
+ * two oracle logits are further apart than twice the bound.
+ *
+ * The other weight types use the preset small (embd 256, ff 768, head dim
+ * 64: every row width a multiple of 256, so K-quants apply to every matrix,
+ * token_embd and the tied output included). Measured worst over seeds 1-12:
+ * bf16 1.8e-3 (bound 5e-3), q4_0 3.7e-3, q4_K 5.5e-3, q5_K 5.3e-3, q6_K
+ * 4.5e-3, the Q4_K_M mix 4.2e-4 (bound 2e-2; cosine >= 0.99989, bound
+ * 0.999): as with q8_0, the difference is activations crossing a rounding
+ * step of the q8 (q8_K for K-quants) encoding after an f32 order
+ * difference. Every test also generates 32 tokens greedily with both
+ * engines: identical for every seed. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <criterion/criterion.h>
@@ -30,159 +40,57 @@
 #include "fct_golden.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
-#include "llama_abi.h"
+#include "fucina/quantize.h"
+#include "llm_parity.h"
 
 FCT_SUITE_WITH_TMPDIR(llm_qwen3, 1, "fc_llm_qwen3_");
 
-/* ---- the oracle: libllama (oracle/llama_abi.h) --------------------------------------- */
+/* The helpers (oracle, logits of both engines, comparison, greedy
+ * generation) are in llm_parity.h, shared with test_llm_qwen3moe.c. */
 
-typedef fco_llama_api oracle;
-
-static oracle get_oracle(void) {
-    const char *why = NULL;
-    const fco_llama_api *api = fco_llama_load(&why);
-    if (!api) cr_skip_test("llama.cpp oracle unavailable: %s", why);
-    return *api;
-}
-
-/* Logits of tokens[0..n) at every position, from llama.cpp: one batch of
- * `split` tokens, then the rest one at a time (split = n: one batch). */
-static const char *k_prompt = "Hello world, the model is a tensor. 12 + 3 =<|im_end|>";
-
-static float *oracle_logits(const oracle *o, const char *path, const llama_token *tokens, int n, int split,
-                            int64_t n_vocab) {
-    struct llama_model_params mp = o->model_defaults();
-    struct llama_model *model = o->load(path, mp);
-    cr_assert_not_null(model, "llama.cpp cannot load %s (run with FCT_LLAMA_VERBOSE=1 for its log)", path);
-    /* the written vocabulary reads the same in llama.cpp: same ids for the prompt */
-    llama_token lt[256];
-    int32_t ln = o->tokenize(o->get_vocab(model), k_prompt, (int32_t)strlen(k_prompt), lt, 256, false, true);
-    cr_assert_eq(ln, n, "llama.cpp tokenizes the prompt into %d tokens, we into %d", ln, n);
-    for (int i = 0; i < n; i++) cr_assert_eq(lt[i], tokens[i], "token %d: llama.cpp %d, ours %d", i, lt[i], tokens[i]);
-    struct llama_context_params cp = o->ctx_defaults();
-    cp.n_ctx = 256;
-    cp.n_batch = cp.n_ubatch = 256;
-    cp.n_outputs_max = 0;         /* = n_batch */
-    cp.n_outputs_max_per_seq = 0; /* = n_outputs_max: logits of every position */
-    cp.n_threads = cp.n_threads_batch = 1;
-    cp.flash_attn_type = FCO_LLAMA_FLASH_ATTN_DISABLED;
-    cp.type_k = cp.type_v = FCO_GGML_TYPE_F32; /* no f16 rounding of K and V */
-    struct llama_context *lc = o->init(model, cp);
-    cr_assert_not_null(lc, "llama_init_from_model failed for %s", path);
-    float *out = malloc((size_t)n * (size_t)n_vocab * sizeof *out);
-    cr_assert_not_null(out);
-    for (int start = 0; start < n;) {
-        int cnt = start == 0 ? split : 1;
-        llama_batch b = o->batch_init(cnt, 0, 1);
-        for (int i = 0; i < cnt; i++) {
-            b.token[i] = tokens[start + i];
-            b.pos[i] = start + i;
-            b.n_seq_id[i] = 1;
-            b.seq_id[i][0] = 0;
-            b.logits[i] = 1;
-        }
-        b.n_tokens = cnt;
-        cr_assert_eq(o->decode(lc, b), 0, "llama_decode failed");
-        for (int i = 0; i < cnt; i++) {
-            const float *l = o->logits_ith(lc, i);
-            cr_assert_not_null(l, "llama_get_logits_ith(%d) is NULL", i);
-            memcpy(out + (size_t)(start + i) * (size_t)n_vocab, l, (size_t)n_vocab * sizeof *l);
-        }
-        o->batch_free(b);
-        start += cnt;
-    }
-    o->free_ctx(lc);
-    o->model_free(model);
-    return out;
-}
-
-/* ---- our side ---------------------------------------------------------------------- */
-
-static void make(const char *name, fc_dtype dt, int untied, char *path, size_t cap) {
+static void make_ex(const char *name, const char *preset, fc_dtype dt, const char *mix, int untied, char *path,
+                    size_t cap) {
     snprintf(path, cap, "%s/%s", dir, name);
-    fc_make_model_options mo = {.dtype = dt, .seed = getenv("FCT_SEED") ? strtoull(getenv("FCT_SEED"), NULL, 10) : 7, .untied = untied};
+    fc_make_model_options mo = {.preset = preset, .dtype = dt, .mix = mix, .seed = lp_seed(7), .untied = untied};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "fc_llm_make_model: %s", fc_ctx_error(ctx));
 }
 
-/* Our logits, evaluated in the same batches as oracle_logits. */
-static float *our_logits(fc_llm_model *m, const fc_token *tokens, int n, int split) {
-    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    fc_llm_session *s = fc_llm_session_new(ctx, m, 64);
-    cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
-    float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
-    cr_assert_not_null(out);
-    for (int start = 0; start < n;) {
-        int cnt = start == 0 ? split : 1;
-        cr_assert_eq(fc_llm_session_eval(ctx, s, tokens + start, (size_t)cnt, out + (size_t)start * (size_t)nv),
-                     FC_OK, "eval: %s", fc_ctx_error(ctx));
-        start += cnt;
-    }
-    cr_assert_eq(fc_llm_session_pos(s), n);
-    fc_llm_session_free(s);
-    return out;
+static void make(const char *name, fc_dtype dt, int untied, char *path, size_t cap) {
+    make_ex(name, NULL, dt, NULL, untied, path, cap);
 }
 
-static int argmax(const float *x, int64_t n) {
-    int b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = (int)i;
-    return b;
-}
-
-/* max |ours - ref| / max |ref| over each position; returns the worst.
- * *n_loose counts the positions above 1e-5. */
-static double compare(const float *ours, const float *ref, int n, int64_t nv, double bound, const char *what,
-                      int *n_loose) {
-    double worst = 0;
-    *n_loose = 0;
-    for (int p = 0; p < n; p++) {
-        const float *a = ours + (size_t)p * (size_t)nv, *r = ref + (size_t)p * (size_t)nv;
-        double amax = 0, dmax = 0;
-        for (int64_t i = 0; i < nv; i++) {
-            cr_assert(isfinite(a[i]), "%s: position %d logit %lld is not finite", what, p, (long long)i);
-            amax = fmax(amax, fabs(r[i]));
-            dmax = fmax(dmax, fabs((double)a[i] - r[i]));
-        }
-        double rel = dmax / amax;
-        worst = fmax(worst, rel);
-        *n_loose += rel > 1e-5;
-        cr_assert(rel <= bound, "%s: position %d max |diff| %.3g = %.3g x max |logit| %.3g (bound %.3g)", what, p,
-                  dmax, rel, amax, bound);
-        int ra = argmax(r, nv), oa = argmax(a, nv);
-        /* the oracle's runner-up gap: an argmax flip inside the error bound is not a bug */
-        double second = -INFINITY;
-        for (int64_t i = 0; i < nv; i++)
-            if (i != ra) second = fmax(second, r[i]);
-        if (r[ra] - second > 2 * bound * amax)
-            cr_assert_eq(oa, ra, "%s: position %d argmax %d, llama.cpp %d", what, p, oa, ra);
-    }
-    return worst;
-}
-
-static void parity(fc_dtype dt, int untied, int split_last, double bound, const char *name) {
-    oracle o = get_oracle();
-    char path[512];
-    make(name, dt, untied, path, sizeof path);
+/* Logits of every position (prefill, or prefill + 3 decode steps when
+ * split_last) and, when n_gen > 0, a greedy generation of n_gen tokens. */
+static void parity_file(const char *path, int untied, int split_last, double bound, double min_cos, int n_gen,
+                        const char *name) {
+    lp_oracle o = lp_get_oracle();
     fc_llm_model *m = fc_llm_model_load(ctx, path);
     cr_assert_not_null(m, "load: %s", fc_ctx_error(ctx));
     const fc_llm_hparams *hp = fc_llm_model_hparams(m);
     cr_assert_eq(hp->tied_output, !untied);
     fc_token *toks;
     size_t nt;
-    cr_assert_eq(fc_tokenize(ctx, fc_llm_model_tokenizer(m), k_prompt, strlen(k_prompt), FC_TOKENIZE_PARSE_SPECIAL,
+    cr_assert_eq(fc_tokenize(ctx, fc_llm_model_tokenizer(m), lp_prompt, strlen(lp_prompt), FC_TOKENIZE_PARSE_SPECIAL,
                              &toks, &nt), FC_OK, "%s", fc_ctx_error(ctx));
     cr_assert_geq(nt, 8u);
     int n = (int)nt, split = split_last ? n - 3 : n;
-    float *ref = oracle_logits(&o, path, toks, n, split, hp->n_vocab);
-    float *ours = our_logits(m, toks, n, split);
-    int loose;
-    double worst = compare(ours, ref, n, hp->n_vocab, bound, name, &loose);
-    cr_log_info("%s: %d positions x %lld logits, worst max|diff|/max|logit| = %.3g, %d above 1e-5", name, n,
-                (long long)hp->n_vocab, worst, loose);
+    float *ref = lp_oracle_logits(&o, path, toks, n, split, hp->n_vocab);
+    float *ours = lp_our_logits(ctx, m, toks, n, split);
+    lp_stats st = lp_compare(ours, ref, n, hp->n_vocab, bound, min_cos, 0, name);
+    int steps = n_gen ? lp_greedy(ctx, &o, path, m, toks, n, n_gen, bound, name) : 0;
+    cr_log_info("%s: %d positions x %lld logits, worst max|diff|/max|logit| = %.3g, %d above 1e-5, min cosine %.9f; "
+                "greedy %d/%d identical", name, n, (long long)hp->n_vocab, st.worst_rel, st.n_loose, st.worst_cos,
+                steps, n_gen);
     free(ref);
     free(ours);
     fc_tokens_free(toks);
     fc_llm_model_free(m);
+}
+
+static void parity(fc_dtype dt, int untied, int split_last, double bound, const char *name) {
+    char path[512];
+    make(name, dt, untied, path, sizeof path);
+    parity_file(path, untied, split_last, bound, 0.0, 32, name);
 }
 
 Test(llm_qwen3, f32_tied_prefill_matches_llama) { parity(FC_F32, 0, 0, 1e-5, "f32_tied.gguf"); }
@@ -195,6 +103,101 @@ Test(llm_qwen3, q8_0_prefill_and_decode_match_llama) { parity(FC_Q8_0, 1, 1, 2e-
 Test(llm_qwen3, f16_tied_matches_llama) { parity(FC_F16, 0, 1, 5e-3, "f16_tied.gguf"); }
 Test(llm_qwen3, q8_0_tied_matches_llama) { parity(FC_Q8_0, 0, 0, 2e-2, "q8_0_tied.gguf"); }
 
+/* ---- K-quants (preset small: every row width a multiple of 256) -------------------- */
+
+static void parity_small(fc_dtype dt, const char *mix, double bound, double min_cos, const char *name) {
+    char path[512];
+    make_ex(name, "small", dt, mix, 0, path, sizeof path);
+    parity_file(path, 0, 1, bound, min_cos, 32, name);
+}
+
+Test(llm_qwen3, q4_K_matches_llama) { parity_small(FC_Q4_K, NULL, 2e-2, 0.999, "small_q4_K.gguf"); }
+Test(llm_qwen3, q6_K_matches_llama) { parity_small(FC_Q6_K, NULL, 2e-2, 0.999, "small_q6_K.gguf"); }
+Test(llm_qwen3, bf16_matches_llama) { parity_small(FC_BF16, NULL, 5e-3, 0.9999, "small_bf16.gguf"); }
+Test(llm_qwen3, q4_0_matches_llama) { parity_small(FC_Q4_0, NULL, 2e-2, 0.999, "small_q4_0.gguf"); }
+Test(llm_qwen3, q5_K_matches_llama) { parity_small(FC_Q5_K, NULL, 2e-2, 0.999, "small_q5_K.gguf"); }
+/* llama-quantize's Q4_K_M mix through fc_gguf_quantize (Q6_K and Q4_K tensors) */
+Test(llm_qwen3, q4_K_M_mix_matches_llama) { parity_small(FC_F32, "Q4_K_M", 2e-2, 0.999, "small_q4_K_M.gguf"); }
+
+Test(llm_qwen3, mix_is_fc_gguf_quantize_of_the_f32_model) {
+    static const char *const mixes[] = {"Q4_K_M", "Q6_K", "Q5_K_S", "Q8_0"};
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++) lp_mix_equals_quantize(ctx, dir, "qwen3", mixes[i]);
+}
+
+/* The ggml type of every tensor of path: norms f32, matrices `mat`. */
+static void expect_types(const char *path, uint32_t mat) {
+    fc_gguf *g = fc_gguf_open(ctx, path, 0);
+    cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
+    for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
+        fc_gguf_tensor_info ti;
+        cr_assert(fc_gguf_tensor_info_at(g, i, &ti));
+        uint32_t want = ti.n_dims == 1 ? (uint32_t)fc_dtype_ggml_type(FC_F32) : mat;
+        cr_assert_eq(ti.type, want, "%s: %s is %s, expected %s", path, ti.name, fc_ggml_type_name(ti.type),
+                     fc_ggml_type_name(want));
+    }
+    fc_gguf_close(g);
+}
+
+/* small: every matrix really is Q4_K / Q6_K; tiny (row widths 64 and 128):
+ * llama-quantize's fallbacks, Q4_K -> Q5_0 and Q6_K -> Q8_0, which llama.cpp
+ * loads and computes like any file. Q5_0 parity over seeds 1-12: 1.9e-7
+ * except seed 7 (the default), 1.58e-2 (a q8 rounding flip); bound 3e-2. */
+Test(llm_qwen3, k_quant_types_and_fallbacks) {
+    char path[512];
+    make_ex("small_q4_K_types.gguf", "small", FC_Q4_K, NULL, 0, path, sizeof path);
+    expect_types(path, (uint32_t)fc_dtype_ggml_type(FC_Q4_K));
+    make_ex("tiny_q4_K.gguf", NULL, FC_Q4_K, NULL, 1, path, sizeof path);
+    expect_types(path, (uint32_t)fc_dtype_ggml_type(FC_Q5_0));
+    parity_file(path, 1, 1, 3e-2, 0.999, 0, "tiny_q4_K.gguf");
+    make_ex("tiny_q6_K.gguf", NULL, FC_Q6_K, NULL, 1, path, sizeof path);
+    expect_types(path, (uint32_t)fc_dtype_ggml_type(FC_Q8_0));
+}
+
+/* Qwen3's 151936-id vocabulary (the 0.6b preset's) on a tiny model: libllama
+ * loads it and tokenizes a corpus (chat markup with added tokens, code with
+ * CRLF and tabs, CJK, emoji with modifiers, digits, whitespace runs, English)
+ * token for token as we do; the logits of all 151936 ids agree (f32). */
+Test(llm_qwen3, qwen_vocabulary_matches_llama) {
+    lp_oracle o = lp_get_oracle();
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen_vocab.gguf", dir);
+    fc_make_model_options mo = {.seed = lp_seed(7), .untied = 1, .n_vocab = 151936};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
+    cr_assert_eq(fc_llm_model_hparams(m)->n_vocab, 151936);
+    struct llama_model_params mp = o.model_defaults();
+    mp.vocab_only = 1;
+    struct llama_model *lm = o.load(path, mp);
+    cr_assert_not_null(lm, "llama.cpp cannot load %s", path);
+    static const char *const corpus[] = {
+        "<|im_start|>user\nWhat is the capital of France? Think step by step.<|im_end|>\n<|im_start|>assistant\n"
+        "<think>\n\n</think>\n\n",
+        "int main(void) {\r\n\treturn printf(\"%d\\n\", 42);\r\n}\r\n",
+        "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88 "
+        "\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd caf\xc3\xa9s",
+        "1234567 + 89 = 1234656, 3.14159     \t\t   x\n\n\n",
+        "The quick brown fox jumps over the lazy dog, again and again; there were more of them.",
+        "<tool_call>{\"name\": \"f\"}</tool_call><|endoftext|><|fim_prefix|>a<|fim_suffix|>",
+    };
+    for (size_t c = 0; c < sizeof corpus / sizeof corpus[0]; c++) {
+        fc_token *toks;
+        size_t nt;
+        cr_assert_eq(fc_tokenize(ctx, tk, corpus[c], strlen(corpus[c]), FC_TOKENIZE_PARSE_SPECIAL, &toks, &nt), FC_OK,
+                     "%s", fc_ctx_error(ctx));
+        llama_token lt[512];
+        int32_t ln = o.tokenize(o.get_vocab(lm), corpus[c], (int32_t)strlen(corpus[c]), lt, 512, false, true);
+        cr_assert_eq((size_t)ln, nt, "text %zu: llama.cpp %d tokens, ours %zu", c, ln, nt);
+        for (size_t i = 0; i < nt; i++)
+            cr_assert_eq(lt[i], toks[i], "text %zu token %zu: llama.cpp %d, ours %d", c, i, lt[i], toks[i]);
+        fc_tokens_free(toks);
+    }
+    o.model_free(lm);
+    fc_llm_model_free(m);
+    parity_file(path, 1, 1, 1e-5, 0.0, 8, "qwen_vocab.gguf");
+}
+
 /* ---- bad input ---------------------------------------------------------------------- */
 
 Test(llm_qwen3, bad_input_is_a_clear_error) {
@@ -204,7 +207,23 @@ Test(llm_qwen3, bad_input_is_a_clear_error) {
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
     cr_assert(strstr(fc_ctx_error(ctx), "llama"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
-    mo = (fc_make_model_options){.dtype = FC_Q4_K};
+    mo = (fc_make_model_options){.dtype = FC_IQ2_XXS};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "iq2_xxs") || strstr(fc_ctx_error(ctx), "IQ2_XXS"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    mo = (fc_make_model_options){.preset = "huge"};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "huge"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    mo = (fc_make_model_options){.mix = "Q9_X"};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "Q9_X"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    mo = (fc_make_model_options){.n_vocab = 1000};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "n_vocab"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    mo = (fc_make_model_options){.arch = "qwen3moe", .preset = "0.6b"};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
     fc_ctx_clear_error(ctx);
 
