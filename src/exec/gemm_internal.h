@@ -57,6 +57,11 @@ void fc_gemm_scratch_release(fc_gemm_scratch *s);
 /* Grow to at least these sizes (floats; 64-byte aligned); 0 or -1. */
 int fc_gemm_scratch_reserve(fc_gemm_scratch *s, int nworkers, size_t b_floats, size_t a_floats, size_t wb_floats,
                             size_t t_floats, size_t tile_floats);
+/* The set's shared block as `bytes` bytes of 64-byte aligned memory (grown
+ * if needed, contents not kept): scratch for callers other than the GEMM
+ * (the quantized matmul), so their steady state allocates nothing too.
+ * NULL on out of memory. */
+void *fc_gemm_scratch_bytes(fc_gemm_scratch *s, size_t bytes);
 
 /* ---- B operand access (gemm.c) ----------------------------------------------- */
 

@@ -66,3 +66,10 @@ int fc_gemm_scratch_reserve(fc_gemm_scratch *s, int nworkers, size_t b_floats, s
     }
     return 0;
 }
+
+void *fc_gemm_scratch_bytes(fc_gemm_scratch *s, size_t bytes)
+{
+    size_t floats = bytes / sizeof(float) + 1;
+    if (floats < bytes / sizeof(float)) return NULL; /* overflow */
+    return grow(&s->b, &s->b_cap, floats) ? NULL : s->b;
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "exec/gemm.h"
+#include "exec/gemm_internal.h"
 #include "exec/qmatmul.h"
 #include "exec/qmatmul_internal.h"
 
@@ -194,8 +195,12 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
     j.wedge_bytes = round_up(nr_max * g->w_row_bytes, 64);
     j.scratch_stride = j.wedge_bytes + round_up(mr_max * nr_max * sizeof(float), 64);
     size_t qa_bytes = round_up(mpad * j.a_row, 64);
-    unsigned char *mem = aligned_alloc(64, qa_bytes + j.scratch_stride * (size_t)nw);
-    if (!mem) return -1;
+    fc_gemm_scratch *scr = fc_gemm_scratch_acquire();
+    unsigned char *mem = scr ? fc_gemm_scratch_bytes(scr, qa_bytes + j.scratch_stride * (size_t)nw) : NULL;
+    if (!mem) {
+        fc_gemm_scratch_release(scr);
+        return -1;
+    }
     j.qa = mem;
     j.scratch = mem + qa_bytes;
     memset(j.qa + m * j.a_row, 0, (mpad - m) * j.a_row);
@@ -210,7 +215,7 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
     if (w && tasks > 1) fc_workers_run(w, tasks, tile_task, &j);
     else
         for (int64_t t = 0; t < tasks; t++) tile_task(&j, t, 0);
-    free(mem);
+    fc_gemm_scratch_release(scr);
     return 0;
 }
 
@@ -264,8 +269,12 @@ static int run_decode(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan 
     size_t aq_bytes = quant ? round_up(m * k * sizeof(float), 64) : 0;
     d.qrow_stride = quant ? round_up(fcq_row_bytes(p->at, k), 64) : 0;
     size_t dec_bytes = round_up((size_t)d.rows * k * sizeof(float) * (size_t)nw, 64);
-    unsigned char *mem = aligned_alloc(64, dec_bytes + aq_bytes + d.qrow_stride * (size_t)nw + 64);
-    if (!mem) return -1;
+    fc_gemm_scratch *scr = fc_gemm_scratch_acquire();
+    unsigned char *mem = scr ? fc_gemm_scratch_bytes(scr, dec_bytes + aq_bytes + d.qrow_stride * (size_t)nw + 64) : NULL;
+    if (!mem) {
+        fc_gemm_scratch_release(scr);
+        return -1;
+    }
     d.wdec = (float *)mem;
     if (quant) {
         d.aq = (float *)(mem + dec_bytes);
@@ -280,7 +289,7 @@ static int run_decode(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan 
     if (w && chunks > 1) fc_workers_run(w, chunks, dec_chunk, &d);
     else
         for (int64_t c = 0; c < chunks; c++) dec_chunk(&d, c, 0);
-    free(mem);
+    fc_gemm_scratch_release(scr);
     return d.failed ? -1 : 0;
 }
 

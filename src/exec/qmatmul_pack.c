@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "dispatch/dispatch.h"
+#include "exec/gemm_internal.h"
 #include "exec/qmatmul.h"
 #include "exec/qmatmul_internal.h"
 #include "fucina/gen/fck_kernels.h"
@@ -410,8 +411,12 @@ int fc_qmatmul_prepared(fc_workers *w, const fc_qweights *q, int64_t m, const fl
     size_t mpad = round_up((size_t)m, mr);
     size_t qa_bytes = round_up(mpad * j.a_row, 64);
     size_t tile_bytes = round_up(mr * QP_ROWS * sizeof(float), 64);
-    unsigned char *mem = aligned_alloc(64, qa_bytes + tile_bytes * (size_t)nw);
-    if (!mem) return -1;
+    fc_gemm_scratch *scr = fc_gemm_scratch_acquire();
+    unsigned char *mem = scr ? fc_gemm_scratch_bytes(scr, qa_bytes + tile_bytes * (size_t)nw) : NULL;
+    if (!mem) {
+        fc_gemm_scratch_release(scr);
+        return -1;
+    }
     j.qa = mem;
     j.tiles = (float *)(mem + qa_bytes);
     memset(j.qa + (size_t)m * j.a_row, 0, (mpad - (size_t)m) * j.a_row);
@@ -435,6 +440,6 @@ int fc_qmatmul_prepared(fc_workers *w, const fc_qweights *q, int64_t m, const fl
     if (w && tasks > 1) fc_workers_run(w, tasks, qp_task, &j);
     else
         for (int64_t t = 0; t < tasks; t++) qp_task(&j, t, 0);
-    free(mem);
+    fc_gemm_scratch_release(scr);
     return 0;
 }
