@@ -34,52 +34,7 @@
 
 FCT_SUITE_WITH_TMPDIR(llm_qwen3moe, 1, "fc_llm_qwen3moe_");
 
-/* ---- counting the C allocator: this binary interposes malloc & co (glibc,
- * not under a sanitizer, which interposes them itself), as
- * test_llm_session.c does for the dense model ------------------------------- */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#if defined(__GLIBC__) && !defined(SANITIZED)
-#define COUNT_MALLOC 1
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_memalign(size_t align, size_t n);
-extern void __libc_free(void *p);
-static atomic_ulong n_malloc; /* every allocating call, from any thread */
-void *malloc(size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t size) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_calloc(n, size);
-}
-void *realloc(void *p, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
-void *aligned_alloc(size_t align, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_memalign(align, n);
-}
-int posix_memalign(void **out, size_t align, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    void *p = __libc_memalign(align, n);
-    if (!p) return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-void free(void *p) { __libc_free(p); }
-#else
-#define COUNT_MALLOC 0
-#endif
+#include "fct_alloc_count.h" /* interposes malloc & co: fct_n_malloc, COUNT_MALLOC */
 
 static void make(const char *name, const char *preset, fc_dtype dt, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", dir, name);
@@ -157,11 +112,11 @@ static void no_alloc(fc_dtype dt) {
         fc_token t = (fc_token)(20 + 7 * i); /* different tokens: different experts */
         fc_pool_stats p0 = fc_ctx_pool_stats(c2);
 #if COUNT_MALLOC
-        unsigned long m0 = atomic_load(&n_malloc);
+        unsigned long m0 = atomic_load(&fct_n_malloc);
 #endif
         fc_status st = fc_llm_session_eval_ex(c2, s, &t, 1, FC_LLM_LOGITS_LAST, logits);
 #if COUNT_MALLOC
-        unsigned long m1 = atomic_load(&n_malloc);
+        unsigned long m1 = atomic_load(&fct_n_malloc);
         if (i >= warm) mallocs += m1 - m0;
 #endif
         fc_pool_stats p1 = fc_ctx_pool_stats(c2);
@@ -181,6 +136,7 @@ static void no_alloc(fc_dtype dt) {
 
 Test(llm_qwen3moe, decode_allocates_nothing_f32) { no_alloc(FC_F32); }
 Test(llm_qwen3moe, decode_allocates_nothing_f16) { no_alloc(FC_F16); }
+Test(llm_qwen3moe, decode_allocates_nothing_q8_0) { no_alloc(FC_Q8_0); }
 /* Not asserted for block weights: there every fc_linear of a decode step makes
  * one malloc call (measured 06:25: q8_0 and q4_K, dense qwen3 as well: 15
  * per step for small = one per matmul), which is the quantized matmul's, not

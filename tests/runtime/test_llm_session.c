@@ -42,51 +42,7 @@
 
 FCT_SUITE_WITH_TMPDIR(llm_session, 1, "fc_llm_session_");
 
-/* ---- counting the C allocator: this binary interposes malloc & co (glibc,
- * not under a sanitizer, which interposes them itself) ----------------------- */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#endif
-#if defined(__GLIBC__) && !defined(SANITIZED)
-#define COUNT_MALLOC 1
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void *__libc_memalign(size_t align, size_t n);
-extern void __libc_free(void *p);
-static atomic_ulong n_malloc; /* every allocating call, from any thread */
-void *malloc(size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_malloc(n);
-}
-void *calloc(size_t n, size_t size) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_calloc(n, size);
-}
-void *realloc(void *p, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_realloc(p, n);
-}
-void *aligned_alloc(size_t align, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    return __libc_memalign(align, n);
-}
-int posix_memalign(void **out, size_t align, size_t n) {
-    atomic_fetch_add_explicit(&n_malloc, 1, memory_order_relaxed);
-    void *p = __libc_memalign(align, n);
-    if (!p) return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-void free(void *p) { __libc_free(p); }
-#else
-#define COUNT_MALLOC 0
-#endif
+#include "fct_alloc_count.h" /* interposes malloc & co: fct_n_malloc, COUNT_MALLOC */
 
 static const char *k_prompt = "Hello world, the model is a tensor. 12 + 3 =<|im_end|>";
 
@@ -488,12 +444,12 @@ static alloc_count count_decode(fc_dtype weights, fc_dtype kv, int n_seq, int wa
         fc_token t[4] = {(fc_token)(20 + i), (fc_token)(40 + i), (fc_token)(60 + i), (fc_token)(80 + i)};
         fc_pool_stats p0 = fc_ctx_pool_stats(c2);
 #if COUNT_MALLOC
-        unsigned long m0 = atomic_load(&n_malloc);
+        unsigned long m0 = atomic_load(&fct_n_malloc);
 #endif
         fc_status st = n_seq == 1 ? fc_llm_session_eval_ex(c2, s, t, 1, FC_LLM_LOGITS_LAST, logits)
                                   : fc_llm_session_decode_batch(c2, s, NULL, t, (size_t)n_seq, logits);
 #if COUNT_MALLOC
-        unsigned long m1 = atomic_load(&n_malloc);
+        unsigned long m1 = atomic_load(&fct_n_malloc);
 #endif
         fc_pool_stats p1 = fc_ctx_pool_stats(c2);
         cr_assert_eq(st, FC_OK, "%s", fc_ctx_error(c2));
