@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "       fucina-bench train [--threads N,N] [--rounds N] [--passes N] [--filter NAME] [--no-peer]\n"
             "       fucina-bench quant [--threads N,N] [--rounds N] [--filter P] [--shape MxNxK] [--no-peer]\n"
             "       fucina-bench quantize [--size MIB] [--type MIX] [--threads N] [--rounds N] [--no-peer]\n"
+            "       fucina-bench llm MODEL.gguf [...] [--threads N,N] [--prompts P,P] [--gen N] [--no-peer]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
@@ -35,6 +36,8 @@ static void usage(FILE *f)
             "             backend on the same bytes (alternating runs); M=1 against the DRAM roofline\n"
             "  quantize   GGUF model quantization (f16 qwen3-shaped model to Q4_K_M) against\n"
             "             llama.cpp's llama_model_quantize (alternating runs, same thread count)\n"
+            "  llm        whole-model prefill (ppP) and decode (tgN) tokens/s against llama.cpp's\n"
+            "             libllama on the same GGUF (alternating runs); decode against the DRAM roofline\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");
@@ -79,7 +82,8 @@ int main(int argc, char **argv)
             if (!strcmp(argv[2], "train")) return fcb_cmd_train(2, sub);
             if (!strcmp(argv[2], "quant")) return fcb_cmd_quant(2, sub);
             if (!strcmp(argv[2], "quantize")) return fcb_cmd_quantize(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize)\n", argv[2]);
+            if (!strcmp(argv[2], "llm")) return fcb_cmd_llm(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -91,6 +95,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "train")) return fcb_cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "quant")) return fcb_cmd_quant(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return fcb_cmd_quantize(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "llm")) return fcb_cmd_llm(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

@@ -172,5 +172,6 @@ int fcb_cmd_ops(int argc, char **argv); /* ops_gemm.c */
 int fcb_cmd_train(int argc, char **argv); /* train.c */
 int fcb_cmd_quant(int argc, char **argv); /* quant.c */
 int fcb_cmd_quantize(int argc, char **argv); /* quantize.c */
+int fcb_cmd_llm(int argc, char **argv); /* llm.c */
 
 #endif /* FCB_H */

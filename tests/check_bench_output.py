@@ -1,0 +1,153 @@
+"""`fucina bench` end to end: llama-bench's output formats, read back with
+Python's own parsers, and its flag errors.
+
+usage: check_bench_output.py FUCINA WORKDIR
+
+Writes a tiny f32 model with `fucina make-model`, runs `fucina bench` on it
+with -o json / jsonl / csv / md and checks what a llama-bench consumer
+relies on: the field names and JSON types, one record per (threads, test)
+in flag order, n_prompt / n_gen as asked, the statistics consistent with
+the samples (recomputed here), the model size against the file (every
+tensor is f32: size = 4 x params). Bad flags must exit 2 naming the flag.
+"""
+import csv
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+
+FUCINA, WORK = sys.argv[1], sys.argv[2]
+os.makedirs(WORK, exist_ok=True)
+MODEL = os.path.join(WORK, "bench-tiny.gguf")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args, cmd="bench"):
+    return subprocess.run([FUCINA, cmd, *args], capture_output=True, text=True, timeout=300)
+
+
+r = run(MODEL, cmd="make-model")
+if r.returncode != 0:
+    sys.exit("make-model failed: " + r.stderr)
+
+REPS = 3
+FLAGS = ["-p", "1,4", "-n", "3", "-t", "1,2", "-r", str(REPS), "-ctk", "f32"]
+EXPECT = [(t, p, g) for t in (1, 2) for (p, g) in ((1, 0), (4, 0), (0, 3))]
+
+INT_FIELDS = ["model_size", "model_n_params", "n_threads", "n_prompt", "n_gen", "avg_ns", "stddev_ns", "n_batch"]
+STR_FIELDS = ["model_filename", "model_type", "type_k", "type_v", "test_time", "backends"]
+NUM_FIELDS = ["avg_ts", "stddev_ts"]
+
+
+def mean_sd(v):
+    m = sum(v) / len(v)
+    sd = math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1)) if len(v) > 1 else 0.0
+    return m, sd
+
+
+def close(a, b, rel=1e-4, abs_=1.0):
+    return abs(a - b) <= max(abs_, rel * abs(b))
+
+
+def check_records(recs, fmt):
+    check(len(recs) == len(EXPECT), f"{fmt}: {len(recs)} records, expected {len(EXPECT)}")
+    fsize = os.path.getsize(MODEL)
+    for rec, (t, p, g) in zip(recs, EXPECT):
+        name = f"{fmt} t{t} p{p} n{g}"
+        for f in INT_FIELDS:
+            check(isinstance(rec.get(f), int) and not isinstance(rec.get(f), bool), f"{name}: {f} is not an int")
+        for f in STR_FIELDS:
+            check(isinstance(rec.get(f), str), f"{name}: {f} is not a string")
+        for f in NUM_FIELDS:
+            check(isinstance(rec.get(f), (int, float)), f"{name}: {f} is not a number")
+        if failures:
+            return
+        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"]) == (t, p, g),
+              f"{name}: got threads/n_prompt/n_gen {rec['n_threads']}/{rec['n_prompt']}/{rec['n_gen']}")
+        check(rec["model_filename"] == MODEL, f"{name}: model_filename {rec['model_filename']}")
+        check(rec["type_k"] == "f32" and rec["type_v"] == "f32", f"{name}: type_k/type_v not f32")
+        check(rec["model_size"] == 4 * rec["model_n_params"], f"{name}: f32 model size != 4 x params")
+        check(0 < rec["model_size"] < fsize, f"{name}: model_size {rec['model_size']} vs file {fsize}")
+        ns, ts = rec["samples_ns"], rec["samples_ts"]
+        check(len(ns) == REPS and len(ts) == REPS, f"{name}: {len(ns)} / {len(ts)} samples, expected {REPS}")
+        check(all(isinstance(x, int) and x > 0 for x in ns), f"{name}: samples_ns not positive ints")
+        for a, b in zip(ns, ts):
+            check(close(b, 1e9 * (p + g) / a, 1e-4, 1e-3), f"{name}: samples_ts {b} != tokens / samples_ns")
+        m, sd = mean_sd(ns)
+        check(close(rec["avg_ns"], m) and close(rec["stddev_ns"], sd), f"{name}: avg_ns/stddev_ns inconsistent")
+        m, sd = mean_sd(ts)
+        check(close(rec["avg_ts"], m, 1e-4, 1e-3) and close(rec["stddev_ts"], sd, 1e-4, 1e-3),
+              f"{name}: avg_ts/stddev_ts inconsistent")
+
+
+# json
+r = run(MODEL, *FLAGS, "-o", "json")
+check(r.returncode == 0, "json: exit status %d: %s" % (r.returncode, r.stderr))
+if r.returncode == 0:
+    check_records(json.loads(r.stdout), "json")
+
+# jsonl: one object per line
+r = run(MODEL, *FLAGS, "-o", "jsonl")
+check(r.returncode == 0, "jsonl: exit status %d" % r.returncode)
+if r.returncode == 0:
+    check_records([json.loads(line) for line in r.stdout.splitlines() if line.strip()], "jsonl")
+
+# csv: every value quoted as llama-bench writes them; types come from the header
+r = run(MODEL, *FLAGS, "-o", "csv")
+check(r.returncode == 0, "csv: exit status %d" % r.returncode)
+if r.returncode == 0:
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    recs = []
+    for row in rows:
+        rec = dict(row)
+        for f in INT_FIELDS:
+            rec[f] = int(row[f])
+        for f in NUM_FIELDS:
+            rec[f] = float(row[f])
+        recs.append(rec)
+    # csv has no samples: check the rest
+    check(len(recs) == len(EXPECT), f"csv: {len(recs)} rows, expected {len(EXPECT)}")
+    for rec, (t, p, g) in zip(recs, EXPECT):
+        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"]) == (t, p, g), f"csv: row {rec}")
+        check(rec["avg_ts"] > 0 and rec["avg_ns"] > 0, "csv: non-positive averages")
+
+# md: llama-bench's columns and test names
+r = run(MODEL, *FLAGS, "-o", "md")
+check(r.returncode == 0, "md: exit status %d" % r.returncode)
+lines = [l for l in r.stdout.splitlines() if l.startswith("|")]
+if lines:
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    check(head == ["model", "size", "params", "backend", "threads", "type_k", "test", "t/s"], f"md header {head}")
+    tests = [[c.strip() for c in l.strip("|").split("|")][6] for l in lines[2:]]
+    check(tests == ["pp1", "pp4", "tg3"] * 2, f"md tests {tests}")
+    check(all("±" in l for l in lines[2:]), "md: t/s without ±")
+else:
+    check(False, "md: no table")
+
+# ranges expand as llama-bench's
+r = run(MODEL, "-p", "2-8*2,3", "-n", "0", "-t", "1", "-r", "1", "-o", "jsonl", "-ctk", "f32")
+got = [json.loads(l)["n_prompt"] for l in r.stdout.splitlines() if l.strip()] if r.returncode == 0 else None
+check(got == [2, 4, 8, 3], f"range -p 2-8*2,3 gave {got}")
+
+# bad flags: exit 2 and a message naming the flag
+for bad, flag in [(["-p", "12x"], "-p"), (["-n", "1,,2"], "-n"), (["-r", "0"], "-r"), (["-o", "xml"], "-o"),
+                  (["-t", "two"], "-t"), (["-p", "9-3"], "-p"), (["-ctk", "q4_0"], "-ctk"), (["--ctx", "2", "-p", "8"], "--ctx"),
+                  (["--frobnicate", "1"], "--frobnicate"), (["-p"], "-p")]:
+    r = run(MODEL, *bad)
+    check(r.returncode == 2 and flag in r.stderr, f"{bad}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
+r = run(os.path.join(WORK, "missing.gguf"), "-r", "1")
+check(r.returncode == 1 and "missing.gguf" in r.stderr, f"missing model: exit {r.returncode}, {r.stderr.strip()!r}")
+r = run("--help")
+check(r.returncode == 0 and "-ctk" in r.stdout, "--help")
+
+if failures:
+    sys.exit(f"{len(failures)} check(s) failed")
+print("fucina bench output: all checks passed")
