@@ -66,7 +66,7 @@ typedef struct fc_make_model_options {
     /* NULL: "tiny" (2 layers, embd 64, 4 heads, 2 kv heads, head dim 32, ff 128, moe ff 32);
      * "small" (2 layers, embd 256, 4 heads, 2 kv heads, head dim 64, ff 768, moe ff 256: every
      * row width a multiple of 256, so K-quants apply to every matrix); "0.6b" (Qwen3-0.6B's
-     * shapes: 28 layers, embd 1024, 16/8 heads of 128, ff 3072, vocab 151936; qwen3 only).
+     * shapes: 28 layers, embd 1024, 16/8 heads of 128, ff 3072, vocab 151936; as qwen3moe: 16 experts of 768, 4 used).
      * tiny and small have a ~600-token vocabulary, 0.6b Qwen's 151936-id layout. */
     const char *preset;
     /* matrix weights: FC_F32, FC_F16, FC_BF16, FC_Q8_0, FC_Q4_0, FC_Q4_K, FC_Q5_K or FC_Q6_K;

@@ -17,7 +17,7 @@ static void help(FILE *f)
                "byte-level BPE vocabulary (it loads in llama.cpp). Defaults: qwen3, tiny, f32, seed 1,\n"
                "output tied to token_embd (--untied writes output.weight).\n"
                "Presets: tiny (embd 64, 2 layers), small (embd 256, 2 layers: K-quants apply to every\n"
-               "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3 only).\n"
+               "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3moe: 16 experts of 768, 4 used).\n"
                "--dtype: every matrix in one type: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K (a row width\n"
                "that is not a whole number of blocks falls back as llama-quantize does: q4_K->q5_0,\n"
                "q5_K->q5_1, q6_K->q8_0); or a llama-quantize mix with llama.cpp's per-tensor rules:\n"

@@ -45,7 +45,9 @@ typedef struct preset {
 static const preset k_presets[] = {
     {"tiny", 64, 128, 2, 4, 2, 32, 256, 1000000.0, 1e-6, 0, 8, 2, 32},
     {"small", 256, 768, 2, 4, 2, 64, 512, 1000000.0, 1e-6, 0, 8, 2, 256},
-    {"0.6b", 1024, 3072, 28, 16, 8, 128, 40960, 1000000.0, 1e-6, 151936, 0, 0, 0},
+    /* qwen3moe at this size: 16 experts, 4 used, 768 wide, so a token's active FFN
+     * (4 x 768) matches the dense 3072 while the experts hold 1.06 G weights */
+    {"0.6b", 1024, 3072, 28, 16, 8, 128, 40960, 1000000.0, 1e-6, 151936, 16, 4, 768},
 };
 #define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
 
@@ -374,7 +376,7 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
         return FC_ERR_INVALID_ARG;
     }
     if (moe && !p->n_expert) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: preset '%s' has no qwen3moe shape (qwen3moe: tiny, small)", op, pname);
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: preset '%s' has no qwen3moe shape (qwen3moe: tiny, small, 0.6b)", op, pname);
         return FC_ERR_INVALID_ARG;
     }
     if (opt->n_vocab && (opt->n_vocab < MM_QWEN_MIN_VOCAB || opt->n_vocab > INT32_MAX / 2)) {
