@@ -162,18 +162,33 @@ static int parse(int argc, char **argv, lopts *o)
 static const char *kv_name(fc_dtype t) { return t == FC_F32 ? "f32" : t == FC_Q8_0 ? "q8_0" : "f16"; }
 static int kv_ggml(fc_dtype t) { return t == FC_F32 ? 0 : t == FC_Q8_0 ? 8 : 1; }
 
-/* Bytes a decode step reads from the weights; 0 on failure (error in ctx). */
+/* Bytes a decode step reads from the weights; 0 on failure (error in ctx).
+ * A mixture of experts reads only the experts a token is routed to: the
+ * 3-D expert tensors (*_exps) count expert_used_count / expert_count of
+ * their bytes. */
 static double weight_bytes_per_token(fc_ctx *ctx, const char *path)
 {
     fc_gguf *g = fc_gguf_open(ctx, path, 0);
     if (!g) return 0;
     const int tied = fc_gguf_find_tensor(g, "output.weight") < 0;
+    const char *arch = NULL;
+    double used_frac = 1;
+    if (fc_gguf_get_str(g, "general.architecture", &arch, NULL) == FC_OK) {
+        char kc[96], ku[96];
+        uint32_t n_exp = 0, n_used = 0;
+        snprintf(kc, sizeof kc, "%s.expert_count", arch);
+        snprintf(ku, sizeof ku, "%s.expert_used_count", arch);
+        if (fc_gguf_find_kv(g, kc) >= 0 && fc_gguf_find_kv(g, ku) >= 0 && fc_gguf_get_u32(g, kc, &n_exp) == FC_OK &&
+            fc_gguf_get_u32(g, ku, &n_used) == FC_OK && n_exp > 0 && n_used <= n_exp)
+            used_frac = (double)n_used / (double)n_exp;
+    }
+    fc_ctx_clear_error(ctx);
     double b = 0;
     for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
         fc_gguf_tensor_info ti;
         if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
         if (!tied && !strcmp(ti.name, "token_embd.weight")) continue; /* one row per token */
-        b += (double)ti.nbytes;
+        b += (double)ti.nbytes * (strstr(ti.name, "_exps.") ? used_frac : 1.0);
     }
     fc_gguf_close(g);
     return b;
