@@ -57,7 +57,7 @@ static void help(FILE *f)
                "steps from an empty cache) of each model, ours against llama.cpp's libllama on the same file,\n"
                "alternating passes in one process; medians of --rounds passes (default 3), each >= --min-ms\n"
                "(default 0: one run). Defaults: --threads 2, --prompts 1,4,16,64,128,512, --gen 32, --ctk f16\n"
-               "(both engines use the same KV type; ours falls back to f32 for both while it lacks f16),\n"
+               "(both engines use the same KV type),\n"
                "--ctx = the longest test. Decode: weight GB/s and %% of the DRAM read bandwidth measured by the\n"
                "roofline probes at the start of the run. --clock cpu (with --threads 1 only) times process\n"
                "CPU time, which on a shared machine counts only the time this process ran.\n"
@@ -414,18 +414,7 @@ int fcb_cmd_llm(int argc, char **argv)
                 rc = FCB_EXIT_FAIL;
                 break;
             }
-            /* the KV type both engines use: --ctk, or f32 while ours lacks it */
-            fc_dtype kv = o.kv;
-            fc_llm_session_options so = fc_llm_session_default_options();
-            so.n_ctx = 1;
-            so.kv_type = kv;
-            fc_llm_session *probe = fc_llm_session_new_ex(ctx, m, &so);
-            if (!probe) {
-                printf("our %s KV cache is unavailable (%s): both engines use f32\n", kv_name(kv), fc_ctx_error(ctx));
-                fc_ctx_clear_error(ctx);
-                kv = FC_F32;
-            }
-            fc_llm_session_free(probe);
+            const fc_dtype kv = o.kv; /* both engines use it */
             if (!header) {
                 printf("KV %s, n_ctx %ld; %ld alternating passes (ours, llama.cpp), median tokens/s; %s time\n",
                        kv_name(kv), o.n_ctx, o.rounds, o.cpu_clock ? "process CPU" : "elapsed");

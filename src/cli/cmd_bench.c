@@ -41,7 +41,7 @@ typedef struct bopts {
     long reps, n_ctx, delay;
     out_fmt fmt;
     fc_dtype kv;
-    int kv_set; /* -ctk given: no fall-back to f32 */
+    int kv_set; /* -ctk given: the md table shows the type column */
 } bopts;
 
 typedef struct model_info {
@@ -68,8 +68,7 @@ static void help(FILE *f)
             "  -o, --output FORMAT        md (default), csv, json or jsonl, on stdout\n"
             "  -c, --ctx N                KV cache positions (default: the largest P or N)\n"
             "  -ctk, --cache-type-k TYPE  KV cache type: f16 (default), q8_0 or f32 (one type for K\n"
-            "                             and V; -ctv is accepted if equal). While the runtime lacks\n"
-            "                             f16 caches, the default falls back to f32 with a warning.\n"
+            "                             and V; -ctv is accepted if equal)\n"
             "  --delay S                  seconds to sleep before each test (default 0)\n"
             "LIST: comma-separated integers and ranges FIRST-LAST, FIRST-LAST+STEP, FIRST-LAST*MULT\n"
             "(e.g. -p 1,4,16 or -p 16-512*2). Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
@@ -518,14 +517,6 @@ static int bench_threads(const bopts *o, const model_info *mi, int threads, fc_d
         so.kv_type = *kv;
         fc_llm_session_free(s);
         s = fc_llm_session_new_ex(ctx, m, &so);
-        if (!s && !o->kv_set && *kv != FC_F32) {
-            /* the default type is not there yet: say so and measure f32 */
-            fprintf(stderr, "fucina bench: warning: %s KV cache unavailable (%s); using f32\n", kv_name(*kv),
-                    fc_ctx_error(ctx));
-            fc_ctx_clear_error(ctx);
-            *kv = so.kv_type = FC_F32;
-            s = fc_llm_session_new_ex(ctx, m, &so);
-        }
         if (!s) goto fail;
         if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail; /* warm-up */
         time_t now = time(NULL);

@@ -21,7 +21,8 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--template chatml|qwen3] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-            "                   [--seed S] [--threads N] [--ctx N] [--stop STR]... [--verbose]\n\n"
+            "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
+            "                   [--verbose]\n\n"
             "Chats with the model through its chat template (tokenizer.chat_template: ChatML or\n"
             "Qwen3's; a model without one gets ChatML, with a warning). Reads one user message per\n"
             "line of standard input (a terminal or a pipe) and prints the reply as it is generated.\n"
@@ -164,7 +165,7 @@ int fc_cmd_chat(int argc, char **argv) {
     }
     const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
     const int64_t n_ctx = g.n_ctx ? g.n_ctx : (train < 4096 ? train : 4096);
-    s = fc_cli_session_new(ctx, m, n_ctx);
+    s = fc_cli_session_new(ctx, m, &g, n_ctx);
     if (!s) goto fail;
     fc_chat_options o = fc_chat_default_options();
     o.tmpl = tmpl;

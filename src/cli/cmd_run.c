@@ -18,7 +18,7 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: fucina run MODEL.gguf (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "                  [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N]\n"
-            "                  [--stop STR]... [--logits-out FILE]\n\n"
+            "                  [-ctk f16|q8_0|f32] [--stop STR]... [--logits-out FILE]\n\n"
             "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
             "it and generates N tokens (default 16; 0: prefill only), printing the prompt and then the\n"
             "text as it comes. Generation ends at the end-of-sequence token, at N tokens, at a full\n"
@@ -169,7 +169,7 @@ int fc_cmd_run(int argc, char **argv) {
     }
     /* logits written for parity checks come from the exact (f32) cache, the
      * one the parity tests give llama.cpp */
-    s = logits_out ? fc_llm_session_new(ctx, m, n_ctx) : fc_cli_session_new(ctx, m, n_ctx);
+    s = logits_out ? fc_llm_session_new(ctx, m, n_ctx) : fc_cli_session_new(ctx, m, &g, n_ctx);
     logits = malloc((logits_out ? nt : 1) * (size_t)nv * sizeof *logits);
     pend = malloc(cap_pend);
     smp = s ? fc_sampler_new(ctx, &g.sp) : NULL;

@@ -16,10 +16,11 @@ const char fc_cli_gen_args_help[] =
     "  --repeat-penalty R   penalize the last 64 tokens' repeats (default 1: off)\n"
     "  --seed S             sampler seed (default 0; the same seed draws the same tokens)\n"
     "  --threads N          worker threads (default: FUCINA_THREADS or the cores)\n"
-    "  --ctx N              context length in tokens (the KV cache's size)\n";
+    "  --ctx N              context length in tokens (the KV cache's size)\n"
+    "  -ctk, --cache-type T KV cache type: f16 (default), q8_0 or f32\n";
 
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen) {
-    fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen};
+    fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen, .kv_type = FC_F16};
     g.sp.temp = 0.0f;
     g.sp.seed = 0; /* reproducible by default; llama.cpp draws one from the clock */
     return g;
@@ -47,7 +48,7 @@ int fc_cli_parse_float(const char *s, double lo, double hi, float *out) {
 
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g) {
     static const char *const names[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--seed", "--threads", "--ctx"};
+                                        "--seed", "--threads", "--ctx", "-ctk", "--cache-type"};
     const char *a = argv[*i];
     int k = -1;
     for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
@@ -80,6 +81,14 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
         g->threads = (int)l;
         break;
     case 8: bad = fc_cli_parse_long(v, 0, 1L << 24, &g->n_ctx), want = "an integer >= 0"; break;
+    case 9:
+    case 10:
+        want = "one of f16, q8_0, f32";
+        if (!strcmp(v, "f16")) g->kv_type = FC_F16;
+        else if (!strcmp(v, "q8_0")) g->kv_type = FC_Q8_0;
+        else if (!strcmp(v, "f32")) g->kv_type = FC_F32;
+        else bad = 1;
+        break;
     default: break;
     }
     if (bad) {
@@ -89,14 +98,9 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
     return 1;
 }
 
-fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx) {
+fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx) {
     fc_llm_session_options o = fc_llm_session_default_options();
     o.n_ctx = n_ctx;
-    fc_llm_session *s = fc_llm_session_new_ex(ctx, m, &o);
-    if (!s && fc_ctx_status(ctx) == FC_ERR_UNSUPPORTED) {
-        /* the f16 / q8_0 caches are being added; f32 is the exact one */
-        fc_ctx_clear_error(ctx);
-        s = fc_llm_session_new(ctx, m, n_ctx);
-    }
-    return s;
+    o.kv_type = g->kv_type;
+    return fc_llm_session_new_ex(ctx, m, &o);
 }

@@ -12,6 +12,7 @@ typedef struct fc_cli_gen_args {
     long n_gen;           /* -n */
     long n_ctx;           /* --ctx; 0: the model's */
     int threads;          /* --threads; 0: the default */
+    fc_dtype kv_type;     /* -ctk / --cache-type: FC_F16 (default), FC_Q8_0, FC_F32 */
 } fc_cli_gen_args;
 
 /* Defaults: greedy, n_gen as given, n_ctx 0, threads 0. */
@@ -23,10 +24,8 @@ fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
  * one) to stderr. */
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
 
-/* A session of n_ctx positions with the library's default KV type (f16);
- * while that is not implemented yet (FC_ERR_UNSUPPORTED), an f32 one.
- * NULL + error in ctx otherwise. */
-fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, int64_t n_ctx);
+/* A session of n_ctx positions with the KV type of g; NULL + error in ctx. */
+fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx);
 
 /* The help lines of the shared options. */
 extern const char fc_cli_gen_args_help[];
