@@ -6,7 +6,8 @@
  * edge, primes, every stride layout of A and B (row-major, transposed, both
  * strides non-unit), accumulate, f16 / bf16 B (the reference widens the same
  * stored values), batches, 1 vs 2 threads (bitwise), each dispatchable ISA's
- * tile geometry (FUCINA_ISA caps), the provider switch. Elements of C outside
+ * tile geometry (FUCINA_ISA caps), the provider switch, the half-weight
+ * skinny path (M 1..21) and its row bits being independent of M. Elements of C outside
  * the product (ldc padding) must stay untouched. */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -232,7 +233,7 @@ Test(gemm, zero_sizes)
 static const int64_t layout_shapes[][3] = {
     {1, 70, 257},  /* skinny path (dot / axpy), M == 1 */
     {3, 45, 300},  /* skinny path, M > 1 */
-    {5, 33, 300},  /* packed path */
+    {5, 33, 300},  /* packed path (skinny for half B with K contiguous) */
     {37, 131, 513},
     {200, 150, 600},
     {40, 1, 300},  /* N == 1 */
@@ -271,6 +272,59 @@ Test(gemm, half_b_edges)
         }
 }
 
+/* The skinny path's f16 / bf16 weight kernels (dot_x1..dot_x8, M up to 20
+ * in groups of 8, 4, 2, 1, the last one padded): every M in 1..21 (21 takes
+ * the packed path), K across the kernels' tiles and tails, against the
+ * double reference. */
+Test(gemm, half_weights_small_m)
+{
+    static const int64_t ks[] = {1, 15, 16, 33, 64, 257, 1024};
+    static const int64_t ns[] = {1, 2, 31, 33, 70};
+    static const fc_gemm_btype bts[] = {FC_GEMM_B_F16, FC_GEMM_B_BF16};
+    fc_workers *w = fc_workers_new(2);
+    cr_assert_not_null(w);
+    for (size_t b = 0; b < N_ELEMS(bts); b++)
+        for (int64_t m = 1; m <= 21; m++)
+            for (size_t q = 0; q < N_ELEMS(ks); q++)
+                for (size_t j = 0; j < N_ELEMS(ns); j++) {
+                    spec s = {m, ns[j], ks[q], (m % 3) ? 'n' : 's', 't', bts[b], (int)(j % 2)};
+                    run_check(j % 2 ? w : NULL, s, (uint64_t)(m * 1000 + (int64_t)q * 10 + (int64_t)j));
+                }
+    fc_workers_free(w);
+}
+
+/* Row i of C = A·Wᵀ with half W has the same bits whatever M is (the rows'
+ * group sizes differ with M), so a batch of sequences decodes like one. */
+static void half_rows_invariant(void)
+{
+    static const fc_gemm_btype bts[] = {FC_GEMM_B_F16, FC_GEMM_B_BF16};
+    for (size_t b = 0; b < N_ELEMS(bts); b++) {
+        problem p;
+        problem_new(&p, (spec){20, 100, 1030, 'n', 't', bts[b], 0}, 77 + b);
+        cr_assert_str_eq(fc_gemm_provider_for(&p.g), "own-gemv", "%s", desc(&p));
+        cr_assert_eq(fc_gemm_f32(NULL, &p.g), 0);
+        for (int64_t m = 1; m <= 19; m++)
+            for (int64_t i0 = 0; i0 + m <= 20; i0 += m) {
+                fc_gemm_args g = p.g;
+                float *c = malloc((size_t)(m * g.ldc) * sizeof(float));
+                cr_assert_not_null(c);
+                g.m = m;
+                g.a = p.a + i0 * g.rsa;
+                g.c = c;
+                cr_assert_eq(fc_gemm_f32(NULL, &g), 0);
+                for (int64_t i = 0; i < m; i++)
+                    cr_assert(memcmp(c + i * g.ldc, p.c + (i0 + i) * g.ldc, (size_t)g.n * sizeof(float)) == 0,
+                              "%s: row %lld computed with M=%lld differs from M=20", desc(&p), (long long)(i0 + i),
+                              (long long)m);
+                free(c);
+            }
+        check(&p);
+        problem_free(&p);
+    }
+}
+
+Test(gemm, half_weights_rows_independent_of_m) { half_rows_invariant(); }
+
 /* ---- threads: bitwise identical ------------------------------------------------------ */
 
 static void same_bits(spec s, uint64_t seed)
@@ -306,6 +360,10 @@ Test(gemm, threads_bitwise_identical)
     same_bits(s, 4);
     s = (spec){150, 700, 300, 't', 's', FC_GEMM_B_F16, 1};
     same_bits(s, 5);
+    s = (spec){13, 1000, 1024, 'n', 't', FC_GEMM_B_F16, 0};
+    same_bits(s, 8); /* skinny, half weights, groups 8 + 4 + 1 */
+    s = (spec){7, 333, 515, 's', 't', FC_GEMM_B_BF16, 1};
+    same_bits(s, 9);
     s = (spec){3000, 1, 257, 'n', 'n', FC_GEMM_B_F32, 0};
     same_bits(s, 6); /* N == 1 */
 }
@@ -384,6 +442,7 @@ static void under_cap(const char *cap, const char *want_tile)
         run_check(NULL, s, i + 100);
     }
     same_bits(sp(97, 300, 300), 7);
+    half_rows_invariant(); /* this ISA's dot_x1..dot_x8 arms */
     fc_workers_free(w);
     cr_assert(fck_dispatch_resolve(getenv("FUCINA_ISA"), err, sizeof err), "%s", err); /* restore */
 }
