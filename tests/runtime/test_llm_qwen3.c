@@ -223,8 +223,9 @@ Test(llm_qwen3, bad_input_is_a_clear_error) {
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
     cr_assert(strstr(fc_ctx_error(ctx), "n_vocab"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
-    mo = (fc_make_model_options){.arch = "qwen3moe", .preset = "0.6b"};
+    mo = (fc_make_model_options){.arch = "qwen3moe", .preset = "7b"};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "7b"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
 
     make("ok.gguf", FC_F32, 0, path, sizeof path);
