@@ -106,6 +106,12 @@ FC_API fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path);
 typedef struct fc_llm_load_options {
     void (*progress)(double fraction, void *user);
     void *progress_user;
+    /* How the weights reach memory. 0 (default): read into private memory
+     * in 2 MiB pages (decode streams the weights every token, and 4 KiB
+     * page-cache pages stall the hardware prefetchers), unless the file is
+     * more than half the physical memory; then, or with 1, mmap it (pages
+     * shared with the page cache and loaded on first touch). */
+    int mmap;
 } fc_llm_load_options;
 FC_API fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_load_options *opt);
 FC_API void fc_llm_model_free(fc_llm_model *m);

@@ -1,5 +1,5 @@
 /* Refcounted file bytes for the readers (see file_map.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +38,21 @@ fc_file_map *fc_file_map_new(int fd, int read_mode, uint64_t fsize, uint64_t off
     atomic_init(&m->refs, 1);
     if (read_mode) {
         void *buf = NULL;
-        if (posix_memalign(&buf, 64, len ? (size_t)len : 64) != 0) {
+        /* 2 MiB-aligned and advised into transparent huge pages: hardware
+         * prefetchers stop at every 4 KiB page boundary and each 4 KiB page
+         * costs a TLB walk, so weights streamed once per token (LLM decode)
+         * read measurably faster from 2 MiB pages (q8_0 0.6B decode: +30%).
+         * The advice is a hint: where THP is off it changes nothing. */
+        const size_t huge = (size_t)2 << 20;
+        const int big = len >= huge;
+        if (posix_memalign(&buf, big ? huge : 64, len ? (size_t)len : 64) != 0) {
             free(m);
             *st = FC_ERR_OOM;
             return NULL;
         }
+#ifdef MADV_HUGEPAGE
+        if (big) (void)madvise(buf, (size_t)len, MADV_HUGEPAGE);
+#endif
         if (!fc_file_read_at(fd, buf, (size_t)len, off)) {
             int e = errno;
             free(buf);

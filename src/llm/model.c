@@ -12,7 +12,10 @@
  * used <= count, as llama.cpp asserts) and expert_feed_forward_length
  * (default feed_forward_length / expert_used_count); its FFN tensors are the
  * router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps. */
+#define _POSIX_C_SOURCE 200809L /* sysconf, stat */
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,12 +244,23 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
     return 0;
 }
 
+/* fc_llm_load_options.mmap: read the file unless asked to map it or it is
+ * more than half the physical memory (reading a file that does not fit
+ * would end in the kernel's OOM killer, not in an error). */
+static int read_whole(const char *path, const fc_llm_load_options *opt) {
+    if (opt && opt->mmap) return 0;
+    struct stat st;
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (stat(path, &st) != 0 || pages <= 0 || page <= 0) return 0;
+    return (double)st.st_size <= 0.5 * (double)pages * (double)page;
+}
+
 fc_llm_model *fc_llm_model_load(fc_ctx *ctx, const char *path) { return fc_llm_model_load_ex(ctx, path, NULL); }
 
 fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_load_options *opt) {
     if (!ctx) return NULL;
     if (!path) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_model_load: NULL path");
-    fc_gguf *g = fc_gguf_open(ctx, path, 0);
+    fc_gguf *g = fc_gguf_open(ctx, path, read_whole(path, opt) ? FC_GGUF_READ : 0);
     if (!g) return NULL;
     fc_llm_model *m = calloc(1, sizeof *m);
     if (!m) {
