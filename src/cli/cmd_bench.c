@@ -38,7 +38,7 @@ typedef enum out_fmt { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL } out_fmt;
 typedef struct bopts {
     const char *path;
     int_list prompts, gens, threads;
-    long reps, n_ctx, delay;
+    long reps, n_ctx, delay, mmap;
     out_fmt fmt;
     fc_dtype kv;
     int kv_set; /* -ctk given: the md table shows the type column */
@@ -54,7 +54,7 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: fucina bench MODEL.gguf [-m MODEL.gguf] [-p LIST] [-n LIST] [-t LIST] [-r N] [-o md|csv|json|jsonl]\n"
-            "                    [--ctx N] [-ctk f16|q8_0|f32] [--delay S]\n\n"
+            "                    [--ctx N] [-ctk f16|q8_0|f32] [--delay S] [-mmp 0|1]\n\n"
             "Prefill and decode speed, as llama-bench measures them (same flags, test names and\n"
             "output fields). Each prompt length P gives a test ppP: P random tokens evaluated from\n"
             "an empty cache (logits of the last row); each generation length N a test tgN: N tokens\n"
@@ -70,6 +70,7 @@ static void help(FILE *f)
             "  -ctk, --cache-type-k TYPE  KV cache type: f16 (default), q8_0 or f32 (one type for K\n"
             "                             and V; -ctv is accepted if equal)\n"
             "  --delay S                  seconds to sleep before each test (default 0)\n"
+            "  -mmp, --mmap 0|1           1: map the file; 0 (default): read it into 2 MiB pages\n"
             "LIST: comma-separated integers and ranges FIRST-LAST, FIRST-LAST+STEP, FIRST-LAST*MULT\n"
             "(e.g. -p 1,4,16 or -p 16-512*2). Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
 }
@@ -203,6 +204,8 @@ static int parse(int argc, char **argv, bopts *o)
             o->n_ctx = n;
         } else if (!strcmp(a, "--delay")) {
             if (!parse_long(a, v, 0, 3600, &o->delay)) return -1;
+        } else if (!strcmp(a, "-mmp") || !strcmp(a, "--mmap")) {
+            if (!parse_long(a, v, 0, 1, &o->mmap)) return -1;
         } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
             if (!parse_kv(a, v, &o->kv)) return -1;
             o->kv_set = 1;
@@ -490,7 +493,7 @@ static int bench_threads(const bopts *o, const model_info *mi, int threads, fc_d
     float *logits = NULL;
     fc_cli_progress bar;
     fc_cli_progress_init(&bar, "loading");
-    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = (int)o->mmap};
     fc_llm_model *m = fc_llm_model_load_ex(ctx, o->path, &lo);
     fc_cli_progress_done(&bar);
     if (!m) goto fail;
