@@ -30,6 +30,7 @@
 #include "fucina/gguf.h"
 #include "fucina/tokenizer.h"
 #include "ggml_oracle.h"
+#include "llama_abi.h"
 #include "llm/unicode.h"
 
 FCT_SUITE_WITH_TMPDIR(tokenizer, 1, "fc_tokenizer_");
@@ -395,29 +396,7 @@ static void encode(const fc_tokenizer *t, const char *s, size_t n, unsigned flag
 
 /* ---- the oracle: include/llama.h of the matching llama.cpp ------------------------ */
 
-typedef int32_t llama_token;
-struct llama_model;
-struct llama_vocab;
-typedef bool (*llama_progress_callback)(float progress, void *user_data);
-struct llama_model_params {
-    void **devices;                         /* ggml_backend_dev_t * */
-    const void *tensor_buft_overrides;      /* const struct llama_model_tensor_buft_override * */
-    int32_t n_gpu_layers;
-    int split_mode;                         /* enum llama_split_mode */
-    int load_mode;                          /* enum llama_load_mode */
-    int lazy_mode;                          /* enum llama_lazy_mode */
-    int32_t main_gpu;
-    const float *tensor_split;
-    llama_progress_callback progress_callback;
-    void *progress_callback_user_data;
-    const void *kv_overrides;               /* const struct llama_model_kv_override * */
-    bool vocab_only;
-    bool check_tensors;
-    bool use_extra_bufts;
-    bool no_host;
-    bool no_alloc;
-    bool load_mtp;
-};
+struct llama_vocab; /* the rest of the ABI: oracle/llama_abi.h */
 typedef struct llama_model_params (*default_params_fn)(void);
 typedef struct llama_model *(*load_fn)(const char *path, struct llama_model_params params);
 typedef void (*model_free_fn)(struct llama_model *);
