@@ -68,6 +68,25 @@ static int flush_text(char *pend, size_t *n, const char *const *stop, size_t n_s
     return hit;
 }
 
+/* Append a streamed piece to the text held back for stop strings; -1
+ * (after saying so) when out of memory. */
+static int pend_append(char **pend, size_t *n, size_t *cap, const char *piece, size_t len) {
+    if (*n + len > *cap) {
+        size_t want = *cap ? *cap : 64;
+        while (*n + len > want) want *= 2;
+        char *q = realloc(*pend, want);
+        if (!q) {
+            fprintf(stderr, "fucina run: out of memory\n");
+            return -1;
+        }
+        *pend = q;
+        *cap = want;
+    }
+    memcpy(*pend + *n, piece, len);
+    *n += len;
+    return 0;
+}
+
 int fc_cmd_run(int argc, char **argv) {
     const char *path = NULL, *prompt_arg = NULL, *prompt_file = NULL, *logits_out = NULL;
     fc_cli_gen_args g = fc_cli_gen_args_default(16);
@@ -203,17 +222,7 @@ int fc_cmd_run(int argc, char **argv) {
         const char *piece;
         size_t len;
         if (fc_detok_stream_push(ctx, ds, t, &piece, &len) != FC_OK) goto fail;
-        if (n_pend + len > cap_pend) {
-            while (n_pend + len > cap_pend) cap_pend *= 2;
-            char *q = realloc(pend, cap_pend);
-            if (!q) {
-                fprintf(stderr, "fucina run: out of memory\n");
-                goto done;
-            }
-            pend = q;
-        }
-        memcpy(pend + n_pend, piece, len);
-        n_pend += len;
+        if (pend_append(&pend, &n_pend, &cap_pend, piece, len)) goto done;
         if (flush_text(pend, &n_pend, stop, n_stop, 0)) stopped = 1;
         if (stopped || k + 1 == g.n_gen || fc_llm_session_pos(s) >= n_ctx) break;
         if (fc_llm_session_eval_ex(ctx, s, &t, 1, FC_LLM_LOGITS_LAST, logits) != FC_OK) goto fail;
@@ -223,16 +232,7 @@ int fc_cmd_run(int argc, char **argv) {
         const char *piece;
         size_t len;
         if (fc_detok_stream_flush(ctx, ds, &piece, &len) != FC_OK) goto fail;
-        if (n_pend + len > cap_pend) {
-            char *q = realloc(pend, n_pend + len);
-            if (!q) {
-                fprintf(stderr, "fucina run: out of memory\n");
-                goto done;
-            }
-            pend = q;
-        }
-        memcpy(pend + n_pend, piece, len);
-        n_pend += len;
+        if (pend_append(&pend, &n_pend, &cap_pend, piece, len)) goto done;
         flush_text(pend, &n_pend, stop, n_stop, 1);
     }
     printf("\n");
