@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "fucina/gguf.h"
 #include "fucina/llm.h"
 #include "fucina/quantize.h"
 #include "llama_abi.h"
@@ -275,6 +276,43 @@ static inline void lp_mix_equals_quantize(fc_ctx *ctx, const char *dir, const ch
     cr_assert_eq(i, na, "%s %s: the files differ from byte %zu", arch, mix, i);
     free(a);
     free(b);
+}
+
+/* A copy of the GGUF src at dst for the bad-input tests: the u32 key `key`
+ * (if non-NULL) set to v, or dropped when v < 0; the tensor `halve` (if
+ * non-NULL) with its last dimension halved (half the rows of a matrix, half
+ * the experts of a stack, half the elements of a vector) and only the first
+ * half of its bytes, so the file stays well-formed and only the shape lies. */
+static inline void lp_gguf_rewrite(fc_ctx *ctx, const char *src, const char *dst, const char *key, int64_t v,
+                                   const char *halve) {
+    fc_gguf *g = fc_gguf_open(ctx, src, 0);
+    cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    cr_assert_not_null(w, "%s", fc_ctx_error(ctx));
+    for (int64_t i = 0; i < fc_gguf_kv_count(g); i++) {
+        if (key && !strcmp(fc_gguf_kv_key(g, i), key)) continue;
+        cr_assert_eq(fc_gguf_writer_copy_kv(w, g, i), FC_OK, "%s", fc_ctx_error(ctx));
+    }
+    if (key && v >= 0) cr_assert_eq(fc_gguf_set_u32(w, key, (uint32_t)v), FC_OK, "%s", fc_ctx_error(ctx));
+    int found = !halve;
+    for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
+        fc_gguf_tensor_info ti;
+        cr_assert(fc_gguf_tensor_info_at(g, i, &ti));
+        int64_t ne[FC_GGUF_MAX_DIMS];
+        memcpy(ne, ti.ne, sizeof ne);
+        uint64_t nb = ti.nbytes;
+        if (halve && !strcmp(ti.name, halve)) {
+            cr_assert_eq(ne[ti.n_dims - 1] % 2, 0, "%s: odd last dimension %lld", halve, (long long)ne[ti.n_dims - 1]);
+            ne[ti.n_dims - 1] /= 2, nb /= 2; /* the last dimension is the outermost: half the bytes */
+            found = 1;
+        }
+        cr_assert_eq(fc_gguf_writer_add_raw(w, ti.name, ti.type, ti.n_dims, ne, ti.data, nb), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+    }
+    cr_assert(found, "%s has no tensor %s", src, halve);
+    cr_assert_eq(fc_gguf_writer_save(w, dst), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_gguf_writer_free(w);
+    fc_gguf_close(g);
 }
 
 #endif

@@ -144,33 +144,6 @@ Test(llm_qwen3moe, decode_allocates_nothing_q8_0) { no_alloc(FC_Q8_0); }
 
 /* ---- bad input ---------------------------------------------------------------------- */
 
-/* A copy of src with the u32 key `key` set to v (or dropped when v < 0) and
- * tensor `bad` (if any) cut to half its rows. */
-static void rewrite(const char *src, const char *dst, const char *key, int64_t v, const char *bad) {
-    fc_gguf *g = fc_gguf_open(ctx, src, 0);
-    cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
-    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
-    for (int64_t i = 0; i < fc_gguf_kv_count(g); i++) {
-        const char *k = fc_gguf_kv_key(g, i);
-        if (key && !strcmp(k, key)) continue;
-        cr_assert_eq(fc_gguf_writer_copy_kv(w, g, i), FC_OK);
-    }
-    if (key && v >= 0) cr_assert_eq(fc_gguf_set_u32(w, key, (uint32_t)v), FC_OK);
-    for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
-        fc_gguf_tensor_info ti;
-        cr_assert(fc_gguf_tensor_info_at(g, i, &ti));
-        int64_t ne[4];
-        memcpy(ne, ti.ne, sizeof ne);
-        uint64_t nb = ti.nbytes;
-        if (bad && !strcmp(ti.name, bad)) ne[ti.n_dims - 1] /= 2, nb /= 2; /* half the experts */
-        cr_assert_eq(fc_gguf_writer_add_raw(w, ti.name, ti.type, ti.n_dims, ne, ti.data, nb), FC_OK, "%s",
-                     fc_ctx_error(ctx));
-    }
-    cr_assert_eq(fc_gguf_writer_save(w, dst), FC_OK, "%s", fc_ctx_error(ctx));
-    fc_gguf_writer_free(w);
-    fc_gguf_close(g);
-}
-
 static void expect_load_error(const char *path, const char *needle) {
     cr_assert_null(fc_llm_model_load(ctx, path), "%s loaded", path);
     cr_assert(strstr(fc_ctx_error(ctx), needle), "error '%s' does not name '%s'", fc_ctx_error(ctx), needle);
@@ -181,19 +154,19 @@ Test(llm_qwen3moe, bad_input_is_a_clear_error) {
     char good[512], path[512];
     make("good.gguf", "tiny", FC_F32, good, sizeof good);
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
-    rewrite(good, path, "qwen3moe.expert_count", 0, NULL);
+    lp_gguf_rewrite(ctx, good, path, "qwen3moe.expert_count", 0, NULL);
     expect_load_error(path, "qwen3moe.expert_count");
-    rewrite(good, path, "qwen3moe.expert_count", -1, NULL); /* missing */
+    lp_gguf_rewrite(ctx, good, path, "qwen3moe.expert_count", -1, NULL); /* missing */
     expect_load_error(path, "qwen3moe.expert_count");
-    rewrite(good, path, "qwen3moe.expert_used_count", 9, NULL); /* > 8 experts */
+    lp_gguf_rewrite(ctx, good, path, "qwen3moe.expert_used_count", 9, NULL); /* > 8 experts */
     expect_load_error(path, "qwen3moe.expert_used_count");
-    rewrite(good, path, "qwen3moe.expert_used_count", 0, NULL);
+    lp_gguf_rewrite(ctx, good, path, "qwen3moe.expert_used_count", 0, NULL);
     expect_load_error(path, "qwen3moe.expert_used_count");
-    rewrite(good, path, NULL, 0, "blk.1.ffn_down_exps.weight");
+    lp_gguf_rewrite(ctx, good, path, NULL, 0, "blk.1.ffn_down_exps.weight");
     expect_load_error(path, "blk.1.ffn_down_exps.weight");
-    rewrite(good, path, NULL, 0, "blk.0.ffn_gate_inp.weight");
+    lp_gguf_rewrite(ctx, good, path, NULL, 0, "blk.0.ffn_gate_inp.weight");
     expect_load_error(path, "blk.0.ffn_gate_inp.weight");
-    rewrite(good, path, "qwen3moe.expert_feed_forward_length", 16, NULL); /* the tensors say 32 */
+    lp_gguf_rewrite(ctx, good, path, "qwen3moe.expert_feed_forward_length", 16, NULL); /* the tensors say 32 */
     expect_load_error(path, "ffn_gate_exps.weight");
     /* the good file still loads */
     fc_llm_model *m = fc_llm_model_load(ctx, good);
