@@ -6,9 +6,14 @@ usage: check_bench_output.py FUCINA WORKDIR
 Writes a tiny f32 model with `fucina make-model`, runs `fucina bench` on it
 with -o json / jsonl / csv / md and checks what a llama-bench consumer
 relies on: the field names and JSON types, one record per (threads, test)
-in flag order, n_prompt / n_gen as asked, the statistics consistent with
-the samples (recomputed here), the model size against the file (every
-tensor is f32: size = 4 x params). Bad flags must exit 2 naming the flag.
+in flag order, n_prompt / n_gen / n_depth as asked, the statistics
+consistent with the samples (recomputed here), the model size against the
+file (every tensor is f32: size = 4 x params). Then -pg and -d (llama-bench's
+test order: per depth the pp, tg, then pg tests; names "pp4+tg2 @ d8"; t/s
+counts the prompt and generated tokens, not the depth's), and that the depth
+really sits in the cache: tg at depth 4096 is several times slower than at
+depth 0 on the tiny model (attention over 4096 positions outweighs its
+0.13M weights many times). Bad flags must exit 2 naming the flag.
 """
 import csv
 import io
@@ -40,9 +45,10 @@ if r.returncode != 0:
 
 REPS = 3
 FLAGS = ["-p", "1,4", "-n", "3", "-t", "1,2", "-r", str(REPS), "-ctk", "f32"]
-EXPECT = [(t, p, g) for t in (1, 2) for (p, g) in ((1, 0), (4, 0), (0, 3))]
+EXPECT = [(t, p, g, 0) for t in (1, 2) for (p, g) in ((1, 0), (4, 0), (0, 3))]
 
-INT_FIELDS = ["model_size", "model_n_params", "n_threads", "n_prompt", "n_gen", "avg_ns", "stddev_ns", "n_batch"]
+INT_FIELDS = ["model_size", "model_n_params", "n_threads", "n_prompt", "n_gen", "n_depth", "avg_ns", "stddev_ns",
+              "n_batch"]
 STR_FIELDS = ["model_filename", "model_type", "type_k", "type_v", "test_time", "backends"]
 NUM_FIELDS = ["avg_ts", "stddev_ts"]
 
@@ -57,11 +63,11 @@ def close(a, b, rel=1e-4, abs_=1.0):
     return abs(a - b) <= max(abs_, rel * abs(b))
 
 
-def check_records(recs, fmt):
-    check(len(recs) == len(EXPECT), f"{fmt}: {len(recs)} records, expected {len(EXPECT)}")
+def check_records(recs, fmt, expect=EXPECT, reps=REPS):
+    check(len(recs) == len(expect), f"{fmt}: {len(recs)} records, expected {len(expect)}")
     fsize = os.path.getsize(MODEL)
-    for rec, (t, p, g) in zip(recs, EXPECT):
-        name = f"{fmt} t{t} p{p} n{g}"
+    for rec, (t, p, g, d) in zip(recs, expect):
+        name = f"{fmt} t{t} p{p} n{g} d{d}"
         for f in INT_FIELDS:
             check(isinstance(rec.get(f), int) and not isinstance(rec.get(f), bool), f"{name}: {f} is not an int")
         for f in STR_FIELDS:
@@ -70,14 +76,15 @@ def check_records(recs, fmt):
             check(isinstance(rec.get(f), (int, float)), f"{name}: {f} is not a number")
         if failures:
             return
-        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"]) == (t, p, g),
-              f"{name}: got threads/n_prompt/n_gen {rec['n_threads']}/{rec['n_prompt']}/{rec['n_gen']}")
+        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"], rec["n_depth"]) == (t, p, g, d),
+              f"{name}: got threads/n_prompt/n_gen/n_depth "
+              f"{rec['n_threads']}/{rec['n_prompt']}/{rec['n_gen']}/{rec['n_depth']}")
         check(rec["model_filename"] == MODEL, f"{name}: model_filename {rec['model_filename']}")
         check(rec["type_k"] == "f32" and rec["type_v"] == "f32", f"{name}: type_k/type_v not f32")
         check(rec["model_size"] == 4 * rec["model_n_params"], f"{name}: f32 model size != 4 x params")
         check(0 < rec["model_size"] < fsize, f"{name}: model_size {rec['model_size']} vs file {fsize}")
         ns, ts = rec["samples_ns"], rec["samples_ts"]
-        check(len(ns) == REPS and len(ts) == REPS, f"{name}: {len(ns)} / {len(ts)} samples, expected {REPS}")
+        check(len(ns) == reps and len(ts) == reps, f"{name}: {len(ns)} / {len(ts)} samples, expected {reps}")
         check(all(isinstance(x, int) and x > 0 for x in ns), f"{name}: samples_ns not positive ints")
         for a, b in zip(ns, ts):
             check(close(b, 1e9 * (p + g) / a, 1e-4, 1e-3), f"{name}: samples_ts {b} != tokens / samples_ns")
@@ -115,8 +122,8 @@ if r.returncode == 0:
         recs.append(rec)
     # csv has no samples: check the rest
     check(len(recs) == len(EXPECT), f"csv: {len(recs)} rows, expected {len(EXPECT)}")
-    for rec, (t, p, g) in zip(recs, EXPECT):
-        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"]) == (t, p, g), f"csv: row {rec}")
+    for rec, (t, p, g, d) in zip(recs, EXPECT):
+        check((rec["n_threads"], rec["n_prompt"], rec["n_gen"], rec["n_depth"]) == (t, p, g, d), f"csv: row {rec}")
         check(rec["avg_ts"] > 0 and rec["avg_ns"] > 0, "csv: non-positive averages")
 
 # md: llama-bench's columns and test names
@@ -137,16 +144,57 @@ r = run(MODEL, "-p", "2-8*2,3", "-n", "0", "-t", "1", "-r", "1", "-o", "jsonl", 
 got = [json.loads(l)["n_prompt"] for l in r.stdout.splitlines() if l.strip()] if r.returncode == 0 else None
 check(got == [2, 4, 8, 3], f"range -p 2-8*2,3 gave {got}")
 
+# -pg and -d: per depth the pp, tg and pg tests (llama-bench's order); -pg 0,0 is no test
+PG_REPS = 2
+PG_FLAGS = ["-p", "4", "-n", "3", "-pg", "4,2", "-pg", "0,0", "-pg", "2,1", "-d", "0,8", "-t", "1",
+            "-r", str(PG_REPS), "-ctk", "f32"]
+PG_TESTS = [(4, 0), (0, 3), (4, 2), (2, 1)]
+PG_EXPECT = [(1, p, g, d) for d in (0, 8) for (p, g) in PG_TESTS]
+for fmt in ("json", "jsonl"):
+    r = run(MODEL, *PG_FLAGS, "-o", fmt)
+    check(r.returncode == 0, f"-pg/-d {fmt}: exit {r.returncode}: {r.stderr.strip()!r}")
+    if r.returncode == 0:
+        recs = json.loads(r.stdout) if fmt == "json" else [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        check_records(recs, f"-pg/-d {fmt}", PG_EXPECT, PG_REPS)
+r = run(MODEL, *PG_FLAGS, "-o", "csv")
+check(r.returncode == 0, f"-pg/-d csv: exit {r.returncode}")
+if r.returncode == 0:
+    rows = list(csv.DictReader(io.StringIO(r.stdout)))
+    got = [(int(x["n_threads"]), int(x["n_prompt"]), int(x["n_gen"]), int(x["n_depth"])) for x in rows]
+    check(got == PG_EXPECT, f"-pg/-d csv: rows {got}")
+r = run(MODEL, *PG_FLAGS, "-o", "md")
+check(r.returncode == 0, f"-pg/-d md: exit {r.returncode}")
+lines = [l for l in r.stdout.splitlines() if l.startswith("|")]
+tests = [[c.strip() for c in l.strip("|").split("|")][6] for l in lines[2:]]
+check(tests == ["pp4", "tg3", "pp4+tg2", "pp2+tg1", "pp4 @ d8", "tg3 @ d8", "pp4+tg2 @ d8", "pp2+tg1 @ d8"],
+      f"-pg/-d md tests {tests}")
+# repeated -d flags add up, as llama-bench's
+r = run(MODEL, "-p", "2", "-n", "0", "-d", "4", "-d", "1-2", "-t", "1", "-r", "1", "-o", "jsonl", "-ctk", "f32")
+got = [json.loads(l)["n_depth"] for l in r.stdout.splitlines() if l.strip()] if r.returncode == 0 else None
+check(got == [4, 1, 2], f"-d 4 -d 1-2 gave depths {got}")
+# --ctx must hold depth + test
+r = run(MODEL, "--ctx", "12", "-p", "4", "-n", "0", "-d", "8", "-t", "1", "-r", "1", "-o", "jsonl")
+check(r.returncode == 0, f"--ctx 12 -p 4 -d 8: exit {r.returncode}: {r.stderr.strip()!r}")
+# the depth is in the cache: decoding after 4096 tokens is much slower than after none
+r = run(MODEL, "-p", "0", "-n", "8", "-d", "0,4096", "-t", "1", "-r", "5", "-o", "jsonl", "-ctk", "f32")
+check(r.returncode == 0, f"-d 0,4096: exit {r.returncode}: {r.stderr.strip()!r}")
+if r.returncode == 0:
+    d0, d4096 = [min(json.loads(l)["samples_ns"]) for l in r.stdout.splitlines() if l.strip()]
+    check(d4096 > 3 * d0, f"tg8 @ d4096 took {d4096} ns, not > 3 x tg8's {d0} ns: is the depth in the cache?")
+
 # bad flags: exit 2 and a message naming the flag
 for bad, flag in [(["-p", "12x"], "-p"), (["-n", "1,,2"], "-n"), (["-r", "0"], "-r"), (["-o", "xml"], "-o"),
                   (["-t", "two"], "-t"), (["-p", "9-3"], "-p"), (["-ctk", "q4_0"], "-ctk"), (["--ctx", "2", "-p", "8"], "--ctx"),
-                  (["--frobnicate", "1"], "--frobnicate"), (["-p"], "-p")]:
+                  (["--frobnicate", "1"], "--frobnicate"), (["-p"], "-p"),
+                  (["-pg", "5"], "-pg"), (["-pg", "a,b"], "-pg"), (["-pg", "1,2,3"], "-pg"), (["-pg", "4,-1"], "-pg"),
+                  (["-pg"], "-pg"), (["-d", "-1"], "-d"), (["--n-depth", "x"], "--n-depth"), (["-d", "1,,2"], "-d"),
+                  (["--ctx", "11", "-p", "4", "-n", "0", "-d", "8"], "--ctx")]:
     r = run(MODEL, *bad)
     check(r.returncode == 2 and flag in r.stderr, f"{bad}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 r = run(os.path.join(WORK, "missing.gguf"), "-r", "1")
 check(r.returncode == 1 and "missing.gguf" in r.stderr, f"missing model: exit {r.returncode}, {r.stderr.strip()!r}")
 r = run("--help")
-check(r.returncode == 0 and "-ctk" in r.stdout, "--help")
+check(r.returncode == 0 and all(f in r.stdout for f in ("-ctk", "-pg", "--n-depth")), "--help")
 
 if failures:
     sys.exit(f"{len(failures)} check(s) failed")

@@ -110,7 +110,9 @@ typedef struct fc_llm_load_options {
      * in 2 MiB pages (decode streams the weights every token, and 4 KiB
      * page-cache pages stall the hardware prefetchers), unless the file is
      * more than half the physical memory; then, or with 1, mmap it (pages
-     * shared with the page cache and loaded on first touch). */
+     * shared with the page cache and loaded on first touch). -1: always
+     * read, whatever the file's size (llama.cpp's --no-mmap: a file that
+     * does not fit in memory then ends in the kernel's OOM killer). */
     int mmap;
 } fc_llm_load_options;
 FC_API fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_load_options *opt);

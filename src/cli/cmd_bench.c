@@ -6,7 +6,10 @@
  * What is timed is what llama-bench times (tools/llama-bench): ppN = one
  * evaluation of N random tokens from an empty cache, logits of the last row
  * only; tgN = N single-token evaluations from an empty cache, each with its
- * logits. Each test runs once untimed (the warm-up: pages of the mapped
+ * logits; ppP+tgG (-pg P,G) = the two back to back, timed as one. With a
+ * depth D (-d) the cache first holds D random tokens, evaluated untimed once
+ * per test and rewound to before every run (llama-bench restores a saved
+ * state instead: the same cache contents, also untimed). Each test runs once untimed (the warm-up: pages of the mapped
  * weights, the thread pool, the allocator's pool) and then -r times; t/s is
  * the mean and sample stddev of (N / seconds) over those repetitions. The
  * llama.cpp side of a comparison is `fucina-bench llm` (bench/llm.c). */
@@ -33,11 +36,19 @@ typedef struct int_list {
     int n;
 } int_list;
 
+/* -pg P,G pairs, in flag order */
+typedef struct pg_list {
+    int p[MAX_LIST], g[MAX_LIST];
+    int n;
+} pg_list;
+
 typedef enum out_fmt { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL } out_fmt;
 
 typedef struct bopts {
     const char *path;
     int_list prompts, gens, threads;
+    pg_list pgs;     /* -pg, default none */
+    int_list depths; /* -d, default {0}; repeated -d flags append, as llama-bench's */
     long reps, n_ctx, delay, mmap;
     out_fmt fmt;
     fc_dtype kv;
@@ -53,20 +64,27 @@ typedef struct model_info {
 static void help(FILE *f)
 {
     fprintf(f,
-            "usage: fucina bench MODEL.gguf [-m MODEL.gguf] [-p LIST] [-n LIST] [-t LIST] [-r N] [-o md|csv|json|jsonl]\n"
-            "                    [--ctx N] [-ctk f16|q8_0|f32] [--delay S] [-mmp 0|1]\n\n"
+            "usage: fucina bench MODEL.gguf [-m MODEL.gguf] [-p LIST] [-n LIST] [-pg P,G]... [-d LIST]\n"
+            "                    [-t LIST] [-r N] [-o md|csv|json|jsonl] [--ctx N] [-ctk f16|q8_0|f32]\n"
+            "                    [--delay S] [-mmp 0|1]\n\n"
             "Prefill and decode speed, as llama-bench measures them (same flags, test names and\n"
             "output fields). Each prompt length P gives a test ppP: P random tokens evaluated from\n"
             "an empty cache (logits of the last row); each generation length N a test tgN: N tokens\n"
-            "evaluated one at a time from an empty cache. One untimed warm-up run per test, then\n"
-            "-r timed ones; t/s = mean ± sample stddev of tokens/second over them.\n\n"
+            "evaluated one at a time from an empty cache; each -pg P,G a test ppP+tgG: the two in a\n"
+            "row, timed together (t/s = (P + G) / time). With -d D every test starts from a cache\n"
+            "holding D tokens (their evaluation is not timed; the test is named 'ppP @ dD'). One\n"
+            "untimed warm-up run per test, then -r timed ones; t/s = mean ± sample stddev of\n"
+            "tokens/second over them.\n\n"
             "  -m, --model FILE           the model (or as the first positional argument)\n"
             "  -p, --n-prompt LIST        prompt lengths (default 512; 0 = no pp test)\n"
             "  -n, --n-gen LIST           generated tokens (default 128; 0 = no tg test)\n"
+            "  -pg P,G                    a prompt of P tokens then G generated (repeatable; default none)\n"
+            "  -d, --n-depth LIST         tokens already in the KV cache before each test (default 0;\n"
+            "                             repeatable: the lists add up; every test runs at every depth)\n"
             "  -t, --threads LIST         threads (default: FUCINA_THREADS, else the usable cores)\n"
             "  -r, --repetitions N        timed runs per test (default 5)\n"
             "  -o, --output FORMAT        md (default), csv, json or jsonl, on stdout\n"
-            "  -c, --ctx N                KV cache positions (default: the largest P or N)\n"
+            "  -c, --ctx N                KV cache positions (default: each test's depth + P + N)\n"
             "  -ctk, --cache-type-k TYPE  KV cache type: f16 (default), q8_0 or f32 (one type for K\n"
             "                             and V; -ctv is accepted if equal)\n"
             "  --delay S                  seconds to sleep before each test (default 0)\n"
@@ -142,6 +160,27 @@ static int parse_list(const char *flag, const char *s, long lo, long hi, int_lis
     return 1;
 }
 
+/* llama-bench's -pg: exactly "P,G", two whole integers. */
+static int parse_pg(const char *flag, const char *s, pg_list *l)
+{
+    const char *comma = strchr(s, ',');
+    char p[32];
+    if (!comma || strchr(comma + 1, ',') || (size_t)(comma - s) >= sizeof p) {
+        fprintf(stderr, "fucina bench: %s: '%s' is not PP,TG (two integers: prompt and generated tokens)\n", flag, s);
+        return 0;
+    }
+    snprintf(p, sizeof p, "%.*s", (int)(comma - s), s);
+    long a, b;
+    if (!parse_long(flag, p, 0, 1 << 20, &a) || !parse_long(flag, comma + 1, 0, 1 << 20, &b)) return 0;
+    if (l->n == MAX_LIST) {
+        fprintf(stderr, "fucina bench: %s: more than %d pairs\n", flag, MAX_LIST);
+        return 0;
+    }
+    l->p[l->n] = (int)a;
+    l->g[l->n++] = (int)b;
+    return 1;
+}
+
 static int parse_kv(const char *flag, const char *s, fc_dtype *out)
 {
     if (!strcmp(s, "f16")) *out = FC_F16;
@@ -162,8 +201,9 @@ static const char *kv_name(fc_dtype t)
 /* 1 parsed, 0 --help, -1 bad usage (message printed). */
 static int parse(int argc, char **argv, bopts *o)
 {
-    *o = (bopts){.prompts = {{512}, 1}, .gens = {{128}, 1}, .threads = {{0}, 1}, .reps = 5, .kv = FC_F16};
-    int have_ctv = 0;
+    *o = (bopts){.prompts = {{512}, 1}, .gens = {{128}, 1}, .threads = {{0}, 1}, .depths = {{0}, 1}, .reps = 5,
+                 .kv = FC_F16};
+    int have_ctv = 0, have_depth = 0;
     fc_dtype ctv = FC_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -195,6 +235,15 @@ static int parse(int argc, char **argv, bopts *o)
             if (!parse_list(a, v, 0, 1 << 20, &o->prompts)) return -1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
             if (!parse_list(a, v, 0, 1 << 20, &o->gens)) return -1;
+        } else if (!strcmp(a, "-pg")) {
+            if (!parse_pg(a, v, &o->pgs)) return -1;
+        } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
+            int_list d;
+            if (!parse_list(a, v, 0, 1 << 20, &d)) return -1;
+            if (!have_depth) o->depths.n = 0; /* the first -d replaces the default 0 */
+            have_depth = 1;
+            for (int k = 0; k < d.n; k++)
+                if (!list_push(a, &o->depths, d.v[k])) return -1;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_list(a, v, 1, 1024, &o->threads)) return -1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
@@ -235,11 +284,14 @@ static int parse(int argc, char **argv, bopts *o)
                 kv_name(ctv), kv_name(o->kv));
         return -1;
     }
-    int need = 0;
+    long need = 0, depth = 0;
     for (int i = 0; i < o->prompts.n; i++) need = o->prompts.v[i] > need ? o->prompts.v[i] : need;
     for (int i = 0; i < o->gens.n; i++) need = o->gens.v[i] > need ? o->gens.v[i] : need;
-    if (o->n_ctx && o->n_ctx < need) {
-        fprintf(stderr, "fucina bench: --ctx %ld is smaller than the longest test (%d tokens)\n", o->n_ctx, need);
+    for (int i = 0; i < o->pgs.n; i++) need = o->pgs.p[i] + o->pgs.g[i] > need ? o->pgs.p[i] + o->pgs.g[i] : need;
+    for (int i = 0; i < o->depths.n; i++) depth = o->depths.v[i] > depth ? o->depths.v[i] : depth;
+    if (o->n_ctx && o->n_ctx < need + depth) {
+        fprintf(stderr, "fucina bench: --ctx %ld is smaller than the longest test (%ld tokens%s)\n", o->n_ctx,
+                need + depth, depth ? " with its depth" : "");
         return -1;
     }
     return 1;
@@ -309,7 +361,7 @@ static uint64_t now_ns(void)
 }
 
 typedef struct btest {
-    int n_prompt, n_gen, threads;
+    int n_prompt, n_gen, n_depth, threads;
     uint64_t samples_ns[MAX_REPS];
     double samples_ts[MAX_REPS];
     int n;
@@ -332,11 +384,24 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
-/* One run of the test from an empty cache; 0 on failure (error in ctx). */
+/* Fill the cache with t->n_depth random tokens (untimed, once per test);
+ * 0 on failure (error in ctx). */
+static int fill_depth(fc_ctx *ctx, fc_llm_session *s, const btest *t, int64_t n_vocab, fc_token *toks, float *logits,
+                      uint64_t *seed)
+{
+    fc_llm_session_reset(s);
+    if (!t->n_depth) return 1;
+    for (int i = 0; i < t->n_depth; i++) toks[i] = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
+    return fc_llm_session_eval_ex(ctx, s, toks, (size_t)t->n_depth, FC_LLM_LOGITS_LAST, logits) == FC_OK;
+}
+
+/* One run of the test from a cache holding the depth's tokens only (filled
+ * by fill_depth; a rewind forgets the previous run's); 0 on failure (error
+ * in ctx). */
 static int run_once(fc_ctx *ctx, fc_llm_session *s, const btest *t, int64_t n_vocab, fc_token *toks, float *logits,
                     uint64_t *seed)
 {
-    fc_llm_session_reset(s);
+    if (fc_llm_session_truncate(ctx, s, t->n_depth) != FC_OK) return 0;
     if (t->n_prompt) {
         for (int i = 0; i < t->n_prompt; i++) toks[i] = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
         if (fc_llm_session_eval_ex(ctx, s, toks, (size_t)t->n_prompt, FC_LLM_LOGITS_LAST, logits) != FC_OK) return 0;
@@ -368,9 +433,11 @@ static void cpu_info(char *buf, size_t len)
 
 static void test_name(const btest *t, char *buf, size_t len)
 {
-    if (t->n_gen == 0) snprintf(buf, len, "pp%d", t->n_prompt);
-    else if (t->n_prompt == 0) snprintf(buf, len, "tg%d", t->n_gen);
-    else snprintf(buf, len, "pp%d+tg%d", t->n_prompt, t->n_gen);
+    int n;
+    if (t->n_gen == 0) n = snprintf(buf, len, "pp%d", t->n_prompt);
+    else if (t->n_prompt == 0) n = snprintf(buf, len, "tg%d", t->n_gen);
+    else n = snprintf(buf, len, "pp%d+tg%d", t->n_prompt, t->n_gen);
+    if (t->n_depth > 0 && n > 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, " @ d%d", t->n_depth);
 }
 
 static void json_str(const char *s)
@@ -395,7 +462,8 @@ static const char *const csv_fields[] = {"build_commit", "build_number", "cpu_in
 static void print_record(const bopts *o, const model_info *mi, const btest *t, fc_dtype kv, const char *cpu)
 {
     char v[24][160];
-    const int n_batch = t->n_prompt > 0 ? t->n_prompt : 1; /* one eval per prompt */
+    /* one eval per prompt and per depth fill: the largest batch */
+    const int n_batch = t->n_prompt > t->n_depth ? t->n_prompt : t->n_depth > 0 ? t->n_depth : 1;
     snprintf(v[0], 160, "%s", FUCINA_VERSION_STRING);
     snprintf(v[1], 160, "0");
     snprintf(v[2], 160, "%s", cpu);
@@ -414,7 +482,7 @@ static void print_record(const bopts *o, const model_info *mi, const btest *t, f
     snprintf(v[15], 160, "0");
     snprintf(v[16], 160, "%d", t->n_prompt);
     snprintf(v[17], 160, "%d", t->n_gen);
-    snprintf(v[18], 160, "0");
+    snprintf(v[18], 160, "%d", t->n_depth);
     snprintf(v[19], 160, "%s", t->time);
     snprintf(v[20], 160, "%.0f", t->avg_ns);
     snprintf(v[21], 160, "%.0f", t->stddev_ns);
@@ -462,7 +530,7 @@ static void md_header(int show_kv)
 
 static void md_row(const model_info *mi, const btest *t, int show_kv, fc_dtype kv)
 {
-    char size[32], params[32], name[32], ts[48];
+    char size[32], params[32], name[64], ts[48];
     if (mi->size < 1024ull * 1024 * 1024) snprintf(size, sizeof size, "%.2f MiB", (double)mi->size / 1048576.0);
     else snprintf(size, sizeof size, "%.2f GiB", (double)mi->size / 1073741824.0);
     if (mi->n_params < 1000000000ull) snprintf(params, sizeof params, "%.2f M", (double)mi->n_params / 1e6);
@@ -498,8 +566,10 @@ static int bench_threads(const bopts *o, const model_info *mi, int threads, fc_d
     fc_cli_progress_done(&bar);
     if (!m) goto fail;
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    int maxp = 1;
+    int maxp = 1; /* the longest batch: a prompt or a depth fill */
     for (int i = 0; i < o->prompts.n; i++) maxp = o->prompts.v[i] > maxp ? o->prompts.v[i] : maxp;
+    for (int i = 0; i < o->pgs.n; i++) maxp = o->pgs.p[i] > maxp ? o->pgs.p[i] : maxp;
+    for (int i = 0; i < o->depths.n; i++) maxp = o->depths.v[i] > maxp ? o->depths.v[i] : maxp;
     toks = malloc((size_t)maxp * sizeof *toks);
     logits = malloc((size_t)nv * sizeof *logits);
     if (!toks || !logits) {
@@ -507,20 +577,26 @@ static int bench_threads(const bopts *o, const model_info *mi, int threads, fc_d
         goto done;
     }
     uint64_t seed = 0x9e3779b97f4a7c15ull;
-    for (int k = 0; k < o->prompts.n + o->gens.n; k++) {
+    /* llama-bench's order: per depth, the pp tests, the tg tests, the pg tests */
+    const int n_tests = o->prompts.n + o->gens.n + o->pgs.n;
+    for (int k = 0; k < o->depths.n * n_tests; k++) {
         static btest t;
         memset(&t, 0, sizeof t);
         t.threads = fc_ctx_threads(ctx);
-        if (k < o->prompts.n) t.n_prompt = o->prompts.v[k];
-        else t.n_gen = o->gens.v[k - o->prompts.n];
-        if (t.n_prompt == 0 && t.n_gen == 0) continue; /* -p 0 / -n 0: no such test, as llama-bench */
+        t.n_depth = o->depths.v[k / n_tests];
+        const int j = k % n_tests;
+        if (j < o->prompts.n) t.n_prompt = o->prompts.v[j];
+        else if (j < o->prompts.n + o->gens.n) t.n_gen = o->gens.v[j - o->prompts.n];
+        else t.n_prompt = o->pgs.p[j - o->prompts.n - o->gens.n], t.n_gen = o->pgs.g[j - o->prompts.n - o->gens.n];
+        if (t.n_prompt == 0 && t.n_gen == 0) continue; /* -p 0 / -n 0 / -pg 0,0: no such test, as llama-bench */
         if (o->delay) sleep((unsigned)o->delay);
         fc_llm_session_options so = fc_llm_session_default_options();
-        so.n_ctx = o->n_ctx ? o->n_ctx : t.n_prompt + t.n_gen;
+        so.n_ctx = o->n_ctx ? o->n_ctx : t.n_depth + t.n_prompt + t.n_gen;
         so.kv_type = *kv;
         fc_llm_session_free(s);
         s = fc_llm_session_new_ex(ctx, m, &so);
         if (!s) goto fail;
+        if (!fill_depth(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
         if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail; /* warm-up */
         time_t now = time(NULL);
         strftime(t.time, sizeof t.time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));

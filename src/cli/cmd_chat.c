@@ -22,7 +22,7 @@ static void help(FILE *f) {
             "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--template chatml|qwen3] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
-            "                   [--verbose]\n\n"
+            "                   [--mmap | --no-mmap] [--verbose]\n\n"
             "Chats with the model through its chat template (tokenizer.chat_template: ChatML or\n"
             "Qwen3's; a model without one gets ChatML, with a warning). Reads one user message per\n"
             "line of standard input (a terminal or a pipe) and prints the reply as it is generated.\n"
@@ -156,7 +156,7 @@ int fc_cmd_chat(int argc, char **argv) {
     }
     fc_cli_progress bar;
     fc_cli_progress_init(&bar, "loading");
-    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g.mmap};
     m = fc_llm_model_load_ex(ctx, path, &lo);
     fc_cli_progress_done(&bar);
     if (!m) {

@@ -18,7 +18,7 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: fucina run MODEL.gguf (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "                  [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N]\n"
-            "                  [-ctk f16|q8_0|f32] [--stop STR]... [--logits-out FILE]\n\n"
+            "                  [-ctk f16|q8_0|f32] [--mmap | --no-mmap] [--stop STR]... [--logits-out FILE]\n\n"
             "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
             "it and generates N tokens (default 16; 0: prefill only), printing the prompt and then the\n"
             "text as it comes. Generation ends at the end-of-sequence token, at N tokens, at a full\n"
@@ -159,7 +159,7 @@ int fc_cmd_run(int argc, char **argv) {
     size_t n_pend = 0, cap_pend = 256;
     fc_cli_progress bar;
     fc_cli_progress_init(&bar, "loading");
-    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar};
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g.mmap};
     fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
     fc_cli_progress_done(&bar);
     if (!m) {

@@ -17,7 +17,11 @@ const char fc_cli_gen_args_help[] =
     "  --seed S             sampler seed (default 0; the same seed draws the same tokens)\n"
     "  --threads N          worker threads (default: FUCINA_THREADS or the cores)\n"
     "  --ctx N              context length in tokens (the KV cache's size)\n"
-    "  -ctk, --cache-type T KV cache type: f16 (default), q8_0 or f32\n";
+    "  -ctk, --cache-type T KV cache type: f16 (default), q8_0 or f32\n"
+    "  --mmap               map the model file (pages loaded on first touch, shared with the\n"
+    "                       page cache) instead of reading it\n"
+    "  --no-mmap            read the model into private 2 MiB pages, even when the file is\n"
+    "                       more than half the memory (default: read it unless it is)\n";
 
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen) {
     fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen, .kv_type = FC_F16};
@@ -50,6 +54,18 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
     static const char *const names[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
                                         "--seed", "--threads", "--ctx", "-ctk", "--cache-type"};
     const char *a = argv[*i];
+    /* The switches (no value). Contradicting an earlier one is an error, not
+     * "the last wins": a script that says both means one of them by mistake. */
+    const int want_mmap = !strcmp(a, "--mmap") ? 1 : !strcmp(a, "--no-mmap") ? -1 : 0;
+    if (want_mmap) {
+        if (g->mmap == -want_mmap) {
+            fprintf(stderr, "fucina %s: %s contradicts %s given before\n", cmd, a,
+                    want_mmap > 0 ? "--no-mmap" : "--mmap");
+            return -1;
+        }
+        g->mmap = want_mmap;
+        return 1;
+    }
     int k = -1;
     for (int j = 0; j < (int)(sizeof names / sizeof names[0]); j++)
         if (!strcmp(a, names[j])) k = j;

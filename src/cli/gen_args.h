@@ -1,6 +1,7 @@
-/* Options shared by `fucina run` and `fucina chat`: the sampler's, --threads
- * and --ctx, parsed strictly (a number must be the whole argument: "12x" and
- * "" are errors, as are out-of-range values). */
+/* Options shared by `fucina run` and `fucina chat`: the sampler's, --threads,
+ * --ctx, the KV type and --mmap / --no-mmap, parsed strictly (a number must
+ * be the whole argument: "12x" and "" are errors, as are out-of-range
+ * values). */
 #ifndef FC_CLI_GEN_ARGS_H
 #define FC_CLI_GEN_ARGS_H
 
@@ -13,15 +14,16 @@ typedef struct fc_cli_gen_args {
     long n_ctx;           /* --ctx; 0: the model's */
     int threads;          /* --threads; 0: the default */
     fc_dtype kv_type;     /* -ctk / --cache-type: FC_F16 (default), FC_Q8_0, FC_F32 */
+    int mmap;             /* fc_llm_load_options.mmap: 1 --mmap, -1 --no-mmap, 0 (default) by size */
 } fc_cli_gen_args;
 
-/* Defaults: greedy, n_gen as given, n_ctx 0, threads 0. */
+/* Defaults: greedy, n_gen as given, n_ctx 0, threads 0, mmap 0. */
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
 
 /* If argv[*i] is one of the shared options, consume it and its value
  * (advancing *i) and return 1; 0 when it is not one; -1 after printing
  * "fucina CMD: ..." naming the option and the bad value (or the missing
- * one) to stderr. */
+ * one, or the switch it contradicts: --mmap with --no-mmap) to stderr. */
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
 
 /* A session of n_ctx positions with the KV type of g; NULL + error in ctx. */

@@ -246,8 +246,10 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
 
 /* fc_llm_load_options.mmap: read the file unless asked to map it or it is
  * more than half the physical memory (reading a file that does not fit
- * would end in the kernel's OOM killer, not in an error). */
+ * would end in the kernel's OOM killer, not in an error), or always when
+ * asked to (-1). */
 static int read_whole(const char *path, const fc_llm_load_options *opt) {
+    if (opt && opt->mmap < 0) return 1;
     if (opt && opt->mmap) return 0;
     struct stat st;
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
