@@ -162,6 +162,16 @@ size_t fcb_default_array_bytes(const fcb_machine *m);
 /* Measure; returns 0 on success (1 if memory could not be allocated). */
 int fcb_probe_run(const fcb_probe_opts *o, const int *cpus, int ncpus, fcb_roofline *r);
 
+/* A read-bandwidth probe for benches to interleave with their cases: a
+ * shared VM's memory bandwidth moves by up to 2x between minutes, so a
+ * fraction of a roofline measured once at the start compares different
+ * machines. The probe runs the dispatched f32_stream_read arm over its own
+ * array (array_bytes, first touched by the team) on `threads` pinned threads. */
+typedef struct fcb_bw_probe fcb_bw_probe;
+fcb_bw_probe *fcb_bw_probe_new(size_t array_bytes, int threads, const int *cpus, int ncpus); /* NULL: no arm or memory */
+double fcb_bw_probe_read(fcb_bw_probe *p, int passes); /* GB/s, best of `passes` passes; NaN on failure */
+void fcb_bw_probe_free(fcb_bw_probe *p);
+
 /* ---- roofline.c: the `roofline` command, and the summary both commands report */
 void fcb_roofline_json(fcb_json *j, const fcb_roofline *r); /* "roofline": {...} */
 

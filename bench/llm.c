@@ -17,8 +17,9 @@
  * median tokens/s over the passes, the ratio ours / llama.cpp, and for
  * decode the weight bytes streamed per second (every tensor but the token
  * embedding table, which decode reads one row of, unless it is the tied
- * output matrix) against the DRAM read bandwidth the roofline probes
- * measure at the start of the same run. */
+ * output matrix) against the DRAM read bandwidth of a probe run in every
+ * round after the engines (median over rounds of ours / that round's probe:
+ * a shared VM's bandwidth moves between minutes). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdlib.h>
@@ -58,8 +59,8 @@ static void help(FILE *f)
                "alternating passes in one process; medians of --rounds passes (default 3), each >= --min-ms\n"
                "(default 0: one run). Defaults: --threads 2, --prompts 1,4,16,64,128,512, --gen 32, --ctk f16\n"
                "(both engines use the same KV type),\n"
-               "--ctx = the longest test. Decode: weight GB/s and %% of the DRAM read bandwidth measured by the\n"
-               "roofline probes at the start of the run. --clock cpu (with --threads 1 only) times process\n"
+               "--ctx = the longest test. Decode: weight GB/s and %% of the DRAM read bandwidth of a probe\n"
+               "run in every round (--no-roofline: neither). --clock cpu (with --threads 1 only) times process\n"
                "CPU time, which on a shared machine counts only the time this process ran.\n"
                "llama.cpp's threadpool spins and collapses when its threads exceed the free CPUs: 2-thread\n"
                "figures want an idle machine. Exit status: 0 ok, 1 run-time failure, 2 bad command line.\n");
@@ -247,11 +248,12 @@ typedef struct result {
     char name[24];
     int threads, n_tokens, decode;
     double ours_ts, llama_ts, ours_cv, llama_cv; /* tokens/s medians; NaN when absent */
-    double gbps, pct_dram;
+    double gbps, pct_dram; /* decode: weight GB/s; median over rounds of ours / that round's read probe */
+    double dram;           /* decode: median GB/s of the read probe run in each round */
 } result;
 
 static int run_test(const lopts *o, fc_ctx *ctx, const fc_llm_model *m, fcb_llama_model *lm, fc_dtype kv, int threads,
-                    int n_prompt, int n_gen, const fc_token *toks, result *r)
+                    int n_prompt, int n_gen, const fc_token *toks, fcb_bw_probe *probe, double wbytes, result *r)
 {
     memset(r, 0, sizeof *r);
     r->threads = threads;
@@ -284,14 +286,24 @@ static int run_test(const lopts *o, fc_ctx *ctx, const fc_llm_model *m, fcb_llam
         pass(run_llama, &d, 1, 0);
         fcb_llama_pause(d.lc);
     }
-    double to[MAX_ROUNDS], tl[MAX_ROUNDS];
+    double to[MAX_ROUNDS], tl[MAX_ROUNDS], bw[MAX_ROUNDS], pct[MAX_ROUNDS];
+    /* decode: each round also reads the probe's array, so ours / probe
+     * compares the same minutes of a machine whose bandwidth moves (the
+     * probe times elapsed seconds: no fraction of a CPU-time rate) */
+    if (n_prompt || o->cpu_clock) probe = NULL;
     for (long p = 0; p < o->rounds && !d.fail; p++) {
         to[p] = (double)r->n_tokens / pass(run_ours, &d, iters, o->cpu_clock);
         if (d.lc) {
             tl[p] = (double)r->n_tokens / pass(run_llama, &d, iters, o->cpu_clock);
             fcb_llama_pause(d.lc);
         }
+        if (probe) {
+            bw[p] = fcb_bw_probe_read(probe, 2);
+            pct[p] = 100 * wbytes * to[p] * 1e-9 / bw[p];
+        }
     }
+    r->dram = probe && !d.fail ? fcb_median(bw, (size_t)o->rounds) : NAN;
+    r->pct_dram = probe && !d.fail ? fcb_median(pct, (size_t)o->rounds) : NAN;
     if (d.fail) {
         fprintf(stderr, "fucina-bench llm: %s failed%s%s\n", d.fail == 1 ? "our eval" : "llama_decode",
                 d.fail == 1 ? ": " : "", d.fail == 1 ? fc_ctx_error(ctx) : "");
@@ -332,9 +344,9 @@ int fcb_cmd_llm(int argc, char **argv)
     fcb_roofline rl;
     memset(&rl, 0, sizeof rl);
     rl.read.gbps_1 = rl.read.gbps_all = NAN;
+    static int cpus[256];
+    const int ncpus = fcb_cpu_list(cpus, 256);
     if (o.roofline) {
-        int cpus[256];
-        int ncpus = fcb_cpu_list(cpus, 256);
         fcb_probe_opts po = {.threads = maxt > 1 ? maxt : 0, .repeats = 3, .fma_time = 0.02,
                              .array_bytes = fcb_default_array_bytes(&mach), .all_fma_arms = 0, .copy = 0};
         if (fcb_probe_run(&po, cpus, ncpus, &rl)) {
@@ -418,8 +430,10 @@ int fcb_cmd_llm(int argc, char **argv)
             if (!header) {
                 printf("KV %s, n_ctx %ld; %ld alternating passes (ours, llama.cpp), median tokens/s; %s time\n",
                        kv_name(kv), o.n_ctx, o.rounds, o.cpu_clock ? "process CPU" : "elapsed");
-                printf("  %-8s %3s %10s %10s %7s %7s %7s %7s %6s\n", "test", "thr", "ours t/s", "llama t/s", "ratio",
-                       "cv-ours", "cv-llm", "GB/s", "%DRAM");
+                printf("decode: DRAM = the read probe run in every round (median GB/s); %%DRAM = median over rounds of "
+                       "ours / that round's probe\n");
+                printf("  %-8s %3s %10s %10s %7s %7s %7s %7s %6s %6s\n", "test", "thr", "ours t/s", "llama t/s", "ratio",
+                       "cv-ours", "cv-llm", "GB/s", "DRAM", "%DRAM");
                 header = 1;
             }
             const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
@@ -436,30 +450,32 @@ int fcb_cmd_llm(int argc, char **argv)
                     toks[i] = (fc_token)(s % (uint64_t)nv);
                 }
             }
-            const double dram = th == 1 ? rl.read.gbps_1 : rl.read.gbps_all;
+            /* the read probe interleaved with the decode tests' rounds */
+            fcb_bw_probe *probe = NULL;
+            if (o.roofline && !o.cpu_clock && o.ngens > 0 &&
+                !(probe = fcb_bw_probe_new(fcb_default_array_bytes(&mach), th, cpus, ncpus))) {
+                fprintf(stderr, "fucina-bench llm: read probe: no stream_read arm or out of memory\n");
+                rc = FCB_EXIT_FAIL;
+            }
             for (int k = 0; k < o.nprompts + o.ngens && rc == FCB_EXIT_OK; k++) {
                 const int np = k < o.nprompts ? o.prompts[k] : 0, ng = k < o.nprompts ? 0 : o.gens[k - o.nprompts];
                 result r;
-                if (run_test(&o, ctx, m, lm, kv, th, np, ng, toks, &r)) {
+                if (run_test(&o, ctx, m, lm, kv, th, np, ng, toks, probe, wbytes, &r)) {
                     rc = FCB_EXIT_FAIL;
                     break;
                 }
-                r.pct_dram = NAN;
-                if (r.decode) {
-                    r.gbps = wbytes * r.ours_ts * 1e-9;
-                    /* the probes time elapsed seconds: no fraction of a CPU-time rate */
-                    if (isfinite(dram) && !o.cpu_clock) r.pct_dram = 100 * r.gbps / dram;
-                }
-                char lt[16] = "-", ratio[16] = "-", cvl[16] = "-", gbs[16] = "-", pct[16] = "-";
+                if (r.decode) r.gbps = wbytes * r.ours_ts * 1e-9;
+                char lt[16] = "-", ratio[16] = "-", cvl[16] = "-", gbs[16] = "-", dr[16] = "-", pct[16] = "-";
                 if (!isnan(r.llama_ts)) {
                     snprintf(lt, sizeof lt, "%.2f", r.llama_ts);
                     snprintf(ratio, sizeof ratio, "%.2fx", r.ours_ts / r.llama_ts);
                     snprintf(cvl, sizeof cvl, "%.1f%%", 100 * r.llama_cv);
                 }
                 if (r.decode) snprintf(gbs, sizeof gbs, "%.2f", r.gbps);
+                if (isfinite(r.dram)) snprintf(dr, sizeof dr, "%.1f", r.dram);
                 if (isfinite(r.pct_dram)) snprintf(pct, sizeof pct, "%.0f%%", r.pct_dram);
-                printf("  %-8s %3d %10.2f %10s %7s %6.1f%% %7s %7s %6s\n", r.name, th, r.ours_ts, lt, ratio,
-                       100 * r.ours_cv, cvl, gbs, pct);
+                printf("  %-8s %3d %10.2f %10s %7s %6.1f%% %7s %7s %6s %6s\n", r.name, th, r.ours_ts, lt, ratio,
+                       100 * r.ours_cv, cvl, gbs, dr, pct);
                 fflush(stdout);
                 if (o.json) {
                     fcb_json_begin(&j, NULL, '{');
@@ -477,11 +493,13 @@ int fcb_cmd_llm(int argc, char **argv)
                     if (r.decode) {
                         fcb_json_num(&j, "weight_gbps", r.gbps);
                         fcb_json_num(&j, "pct_dram", r.pct_dram);
+                        fcb_json_num(&j, "probe_gbps", r.dram);
                     }
                     fcb_json_end(&j, '}');
                 }
             }
             free(toks);
+            fcb_bw_probe_free(probe);
             fc_llm_model_free(m);
             fc_ctx_free(ctx);
         }

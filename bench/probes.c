@@ -2,6 +2,7 @@
  * generated arms (registry/bench.yaml, templates/peak_fma/) on 1 thread and
  * on a pinned team. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dispatch/dispatch.h"
@@ -219,4 +220,54 @@ int fcb_probe_run(const fcb_probe_opts *o, const int *cpus, int ncpus, fcb_roofl
     }
     fcb_free(x);
     return rc ? 1 : 0;
+}
+
+/* ---- the interleaved read probe --------------------------------------------- */
+
+struct fcb_bw_probe {
+    bw_ctx c;
+    int threads, ncpus;
+    const int *cpus;
+};
+
+fcb_bw_probe *fcb_bw_probe_new(size_t array_bytes, int threads, const int *cpus, int ncpus)
+{
+    const fcb_arm *arm = fcb_dispatched_arm("f32_stream_read");
+    if (!arm) return NULL;
+    fcb_bw_probe *p = calloc(1, sizeof *p);
+    size_t n = array_bytes / sizeof(float);
+    float *x = p ? fcb_alloc(n * sizeof(float)) : NULL;
+    if (!x) {
+        free(p);
+        return NULL;
+    }
+    p->c = (bw_ctx){.arm = arm, .x = x, .y = NULL, .n = n};
+    p->threads = threads > 0 ? threads : 1;
+    p->cpus = cpus;
+    p->ncpus = ncpus;
+    /* first touch by the team that will read (page placement), untimed */
+    double t;
+    fcb_team_job touch = {p->threads, cpus, ncpus, 1, bw_touch, bw_work, &p->c, &t, 0};
+    if (fcb_team_run(&touch) != 0) {
+        fcb_bw_probe_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+double fcb_bw_probe_read(fcb_bw_probe *p, int passes)
+{
+    double times[FCB_MAX_REPEATS];
+    if (passes < 1) passes = 1;
+    if (passes > FCB_MAX_REPEATS) passes = FCB_MAX_REPEATS;
+    fcb_team_job j = {p->threads, p->cpus, p->ncpus, passes, NULL, bw_work, &p->c, times, 0};
+    int rc = fcb_team_run(&j);
+    return rc ? NAN : (double)p->c.n * sizeof(float) / fcb_min(times, (size_t)passes) * 1e-9;
+}
+
+void fcb_bw_probe_free(fcb_bw_probe *p)
+{
+    if (!p) return;
+    fcb_free(p->c.x);
+    free(p);
 }

@@ -15,7 +15,10 @@
  * gives the median over passes, in GFLOP/s (2·M·N·K per call), the ratio
  * ours / ggml (the faster of ggml's two layouts: the one llama.cpp runs),
  * and at M = 1 the weight bytes streamed per second against the DRAM read
- * bandwidth measured by the roofline probes in the same run. At M = 1 both
+ * bandwidth of a probe run in every round after the sides (the median over
+ * rounds of ours / that round's probe: the VM's bandwidth moves between
+ * minutes, so a roofline taken once at the start would compare different
+ * machines). At M = 1 both
  * sides rotate over enough copies of W to exceed twice the LLC, so that
  * figure is a DRAM stream, not a cache hit (at larger M, W stays in cache).
  * maxdiff: max |ours - ggml| / max |ggml| over C (both quantize A to the
@@ -65,7 +68,8 @@ static void help(FILE *f)
                "cases containing (or glob-matching) a pattern. Defaults: threads 1,2; 5 rounds; 10 ms.\n"
                "Columns: ours-rm = fc_qmatmul on the row-major weights; ours = fc_qmatmul_prepared on\n"
                "weights prepared once (fc_qweights: packed for prefill where the format has a layout;\n"
-               "path = the one it takes); ratio and M=1 GB/s are for ours.\n"
+               "path = the one it takes); ratio and M=1 GB/s are for ours. M=1: DRAM = a read probe run\n"
+               "in every round (median GB/s), %%DRAM = median over rounds of ours / that round's probe.\n"
                "--clock cpu (with --threads 1) times process CPU time instead of elapsed time: on a\n"
                "machine shared with other jobs it counts only the time this process ran.\n"
                "--ggml-poll sets the ggml threadpool's polling level (default: ggml's, 50; 0 = workers\n"
@@ -211,6 +215,7 @@ typedef struct row {
     double ours, packed, plain, repack; /* median s per call; NaN when absent */
     char path[32];                      /* fc_qweights_path at this M */
     double maxdiff;
+    double dram, pct_dram; /* M = 1: median in-round probe GB/s, median of per-round ours / probe */
 } row;
 
 static double maxdiff(const float *a, const float *b, size_t n)
@@ -223,8 +228,8 @@ static double maxdiff(const float *a, const float *b, size_t n)
     return mx > 0 ? d / mx : d;
 }
 
-static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, int64_t m, int64_t n, int64_t k,
-                    size_t llc, row *r)
+static int run_case(const qopts *o, fc_workers *pool, fcb_bw_probe *probe, int threads, fcq_type t, int64_t m,
+                    int64_t n, int64_t k, size_t llc, row *r)
 {
     const fcq_traits *tr = fcq_traits_of(t);
     size_t rb = fcq_row_bytes(tr, (size_t)k), wb = rb * (size_t)n;
@@ -288,8 +293,12 @@ static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, i
         double d = maxdiff(c, y, (size_t)(m * n));
         r->maxdiff = isnan(r->maxdiff) ? d : fmax(r->maxdiff, d);
     }
-    double to[MAX_ROUNDS], tk[MAX_ROUNDS], tp[MAX_ROUNDS], tr_[MAX_ROUNDS];
+    double to[MAX_ROUNDS], tk[MAX_ROUNDS], tp[MAX_ROUNDS], tr_[MAX_ROUNDS], bw[MAX_ROUNDS], pct[MAX_ROUNDS];
     double min_s = o->min_ms * 1e-3;
+    /* M = 1: each round also reads the probe's array, so that ours / probe
+     * compares the same minutes of a machine whose bandwidth moves; the
+     * probes time elapsed seconds, so no fraction of a CPU-time rate */
+    if (m != 1 || o->cpu_clock) probe = NULL;
     for (long p = 0; p < o->rounds; p++) {
         to[p] = measure(call_ours, &q, min_s, o->cpu_clock);
         tk[p] = measure(call_packed, &q, min_s, o->cpu_clock);
@@ -301,7 +310,13 @@ static int run_case(const qopts *o, fc_workers *pool, int threads, fcq_type t, i
             tr_[p] = measure(call_ggml, rep, min_s, o->cpu_clock);
             fcb_ggml_mm_pause(rep);
         }
+        if (probe) {
+            bw[p] = fcb_bw_probe_read(probe, 2);
+            pct[p] = 100 * (double)wb / tk[p] * 1e-9 / bw[p];
+        }
     }
+    r->dram = probe ? fcb_median(bw, (size_t)o->rounds) : NAN;
+    r->pct_dram = probe ? fcb_median(pct, (size_t)o->rounds) : NAN;
     r->ours = fcb_median(to, (size_t)o->rounds);
     r->packed = fcb_median(tk, (size_t)o->rounds);
     for (int cp = 0; cp < copies; cp++) fc_qweights_free(q.qw[cp]);
@@ -361,8 +376,11 @@ int fcb_cmd_quant(int argc, char **argv)
            "%s time\n",
            o.peer ? "plain | repacked W" : "peer off", o.rounds, o.min_ms, o.cpu_clock ? "process CPU" : "elapsed");
     printf("GFLOP/s = 2·M·N·K / t; ratio = ours / best ggml layout; M=1: W streamed from DRAM (copies > 2 x LLC)\n");
-    printf("  %-22s %3s %-12s %9s %9s %9s %9s %7s %8s %7s %9s\n", "case", "thr", "path", "ours-rm", "ours", "ggml", "ggml-rp",
-           "ratio", "GB/s", "%DRAM", "maxdiff");
+    if (o.roofline && !o.cpu_clock)
+        printf("M=1: DRAM = the read probe run in every round (median GB/s); %%DRAM = median over rounds of ours / "
+               "that round's probe\n");
+    printf("  %-22s %3s %-12s %9s %9s %9s %9s %7s %8s %6s %7s %9s\n", "case", "thr", "path", "ours-rm", "ours", "ggml",
+           "ggml-rp", "ratio", "GB/s", "DRAM", "%DRAM", "maxdiff");
     for (int ti = 0; ti < o.nthreads; ti++) {
         int th = o.threads[ti];
         fc_workers *pool = th > 1 ? fc_workers_new(th) : NULL;
@@ -370,7 +388,16 @@ int fcb_cmd_quant(int argc, char **argv)
             fprintf(stderr, "fucina-bench quant: cannot start %d threads\n", th);
             return FCB_EXIT_FAIL;
         }
-        double dram = th == 1 ? rl.read.gbps_1 : rl.read.gbps_all;
+        /* the in-round read probe (M = 1 cases), on this thread count */
+        fcb_bw_probe *probe = NULL;
+        if (o.roofline && !o.cpu_clock) {
+            probe = fcb_bw_probe_new(fcb_default_array_bytes(&mach), th, cpus, ncpus);
+            if (!probe) {
+                fprintf(stderr, "fucina-bench quant: read probe: no stream_read arm or out of memory\n");
+                fc_workers_free(pool);
+                return FCB_EXIT_FAIL;
+            }
+        }
         for (size_t fi = 0; fi < sizeof formats / sizeof formats[0]; fi++) {
             const fcq_traits *tr = fcq_traits_of(formats[fi]);
             size_t nshape = o.custom ? 1 : sizeof kns / sizeof kns[0];
@@ -388,10 +415,11 @@ int fcb_cmd_quant(int argc, char **argv)
                         continue;
                     }
                     row r;
-                    if (run_case(&o, pool, th, formats[fi], m, n, k, mach.llc, &r)) return FCB_EXIT_FAIL;
+                    if (run_case(&o, pool, probe, th, formats[fi], m, n, k, mach.llc, &r)) return FCB_EXIT_FAIL;
                     double flops = 2.0 * (double)m * (double)n * (double)k;
                     double best = fmin(isnan(r.plain) ? INFINITY : r.plain, isnan(r.repack) ? INFINITY : r.repack);
-                    char so[16], sk[16], sp[16], sr[16], ratio[16] = "-", gbs[16] = "-", pct[16] = "-", md[16] = "-";
+                    char so[16], sk[16], sp[16], sr[16], ratio[16] = "-", gbs[16] = "-", dr[16] = "-", pct[16] = "-",
+                         md[16] = "-";
                     gf(so, sizeof so, flops, r.ours);
                     gf(sk, sizeof sk, flops, r.packed);
                     gf(sp, sizeof sp, flops, r.plain);
@@ -400,15 +428,16 @@ int fcb_cmd_quant(int argc, char **argv)
                     if (m == 1) {
                         double g = (double)fcq_row_bytes(tr, (size_t)k) * (double)n / r.packed * 1e-9;
                         snprintf(gbs, sizeof gbs, "%.1f", g);
-                        /* The probes time elapsed seconds: no fraction of a CPU-time rate. */
-                        if (isfinite(dram) && !o.cpu_clock) snprintf(pct, sizeof pct, "%.0f%%", 100 * g / dram);
+                        if (isfinite(r.dram)) snprintf(dr, sizeof dr, "%.1f", r.dram);
+                        if (isfinite(r.pct_dram)) snprintf(pct, sizeof pct, "%.0f%%", r.pct_dram);
                     }
                     if (!isnan(r.maxdiff)) snprintf(md, sizeof md, "%.1e", r.maxdiff);
-                    printf("  %-22s %3d %-12s %9s %9s %9s %9s %7s %8s %7s %9s\n", name, th, r.path, so, sk, sp, sr,
-                           ratio, gbs, pct, md);
+                    printf("  %-22s %3d %-12s %9s %9s %9s %9s %7s %8s %6s %7s %9s\n", name, th, r.path, so, sk, sp,
+                           sr, ratio, gbs, dr, pct, md);
                     fflush(stdout);
                 }
         }
+        fcb_bw_probe_free(probe);
         fc_workers_free(pool);
     }
     /* Other processes on the machine take CPUs from both sides; ggml's
