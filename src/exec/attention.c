@@ -161,7 +161,8 @@ static int gemm_geometry(int64_t *mr, int64_t *nr)
  *                 With 2 threads a head is mostly packed by both workers;
  *                 that measured no slower than the shared pre-pass.
  *   ATTN_SPLIT    few rows (decode): chunks are key ranges of split_len keys
- *                 over all KV heads; each writes per-row partial (m, l, O)
+ *                 over all KV heads (a short cache, with few ranges: over a
+ *                 group of KV heads); each writes per-row partial (m, l, O)
  *                 triples, merged afterwards in split order. Within a chunk,
  *                 key blocks are outer and heads inner, so K/V rows are read
  *                 in address order (one [token, head, dim] row after the
@@ -181,6 +182,11 @@ enum { ATTN_LAZY = 0, ATTN_PREPACK = 1, ATTN_SPLIT = 2, ATTN_KEEP = 3 };
  * but deleted by GCC, see stage_rows; made effective, it measured ~20%
  * slower for a 4096-position f32 decode, and was removed.) */
 #define FC_ATTN_SPLIT_KV_BLOCK 64
+/* Split mode: at least this many chunks (split x head group) when there
+ * are heads enough, so both cores of a decode step have work at any cache
+ * position (at <= 128 keys there is a single split: one serial chunk over
+ * all heads took ~60 us per layer of a 0.6B decode step). */
+#define FC_ATTN_SPLIT_MIN_CHUNKS 8
 /* Split mode with at most this many rows per KV head (and at most MR): S by
  * f32_dot and O_acc += P V by f32_axpy, key by key, straight from the K (or
  * widened f16) rows, with no packing. Decode is close to compute-bound on
@@ -199,6 +205,7 @@ typedef struct attn_plan {
     int mode;
     int64_t kb0, n_kb;            /* prepack: first key block and block count */
     int64_t split_len, n_split;   /* split: keys per split, splits */
+    int64_t head_groups;          /* split: chunks per split (KV heads divided among them) */
     int64_t n_heads_state;        /* KV heads whose row state a worker holds (split: all) */
     /* offsets (floats) of each scratch region in one worker's slice */
     size_t off_qp, off_qt, off_kp, off_vp, off_s, off_pp, off_o, off_m, off_l, off_kf, off_vf, off_init;
@@ -262,6 +269,7 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
     }
     p->kb0 = p->n_kb = 0;
     p->split_len = p->n_split = 0;
+    p->head_groups = 1;
     p->n_heads_state = 1;
     p->shared = 0;
 
@@ -277,7 +285,14 @@ static void make_plan(const fc_attn_args *a, int64_t mr, int64_t nr, attn_plan *
         if (per < FC_ATTN_SPLIT_MIN_BLOCKS) per = FC_ATTN_SPLIT_MIN_BLOCKS;
         p->split_len = per * p->bc;
         p->n_split = (blocks + per - 1) / per;
-        p->n_chunks = p->n_split;
+        /* a short cache gives few splits: then the KV heads are divided
+         * among chunks too, so that decode at a small position is not one
+         * serial chunk (a head's arithmetic is the same in either chunking,
+         * so the bits do not depend on it) */
+        p->head_groups = p->n_split >= FC_ATTN_SPLIT_MIN_CHUNKS ? 1
+                         : (FC_ATTN_SPLIT_MIN_CHUNKS + p->n_split - 1) / p->n_split;
+        if (p->head_groups > a->n_kv_head) p->head_groups = a->n_kv_head;
+        p->n_chunks = p->n_split * p->head_groups;
         p->n_heads_state = a->n_kv_head;
         p->shared = (size_t)round_up(p->n_split * a->n_q * a->n_head * (p->dv + 2), 16) * sizeof(float);
     } else {
@@ -873,12 +888,16 @@ static void block_dot(const attn_ctx *x, const attn_scratch *sc, int64_t g, int6
     }
 }
 
-static void split_chunk(void *arg, int64_t s, int worker)
+static void split_chunk(void *arg, int64_t chunk, int worker)
 {
     const attn_ctx *x = arg;
     const fc_attn_args *a = x->a;
     const attn_plan *p = &x->p;
     const int64_t G = p->G, bc = p->bc, KH = a->n_kv_head, rp = p->rows_pad, dv = p->dv;
+    /* chunk = split s, KV heads [g0, g1) of it */
+    const int64_t s = chunk / p->head_groups, hg = chunk % p->head_groups;
+    const int64_t per_group = (KH + p->head_groups - 1) / p->head_groups;
+    const int64_t g0 = hg * per_group, g1 = g0 + per_group < KH ? g0 + per_group : KH;
     attn_scratch sc;
     worker_scratch(x, worker, &sc);
 
@@ -889,8 +908,8 @@ static void split_chunk(void *arg, int64_t s, int worker)
     if (hi > s1) hi = s1;
 
     attn_rows rw[1];
-    if (lo <= hi) {
-        for (int64_t g = 0; g < KH; g++) {
+    if (lo <= hi && g0 < g1) {
+        for (int64_t g = g0; g < g1; g++) {
             attn_rows r = {g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
                            sc.m + g * rp, sc.l + g * rp, sc.init + g * rp / p->mr};
             rows_init(x, &r, sc.qt);
@@ -902,14 +921,18 @@ static void split_chunk(void *arg, int64_t s, int worker)
             const int64_t sb = kb * bc + bc - 1 < hi ? kb * bc + bc - 1 : hi;
             const int64_t nb = sb - sa + 1;
             if (p->wide_f16) {
-                /* widen the block's K and V rows of all heads, row by row */
+                /* widen the block's K and V rows of this chunk's heads (contiguous
+                 * in a token row), row by row, to their place in a whole row */
                 const fc_f16 *k16 = a->k, *v16 = a->v;
+                const int64_t nh = g1 - g0;
                 for (int64_t i = 0; i < nb; i++) {
-                    x->kt->f16_to_f32((size_t)(KH * p->dk), k16 + (sa + i) * a->k_ts, sc.kf + i * KH * p->dk);
-                    x->kt->f16_to_f32((size_t)(KH * dv), v16 + (sa + i) * a->v_ts, sc.vf + i * KH * dv);
+                    x->kt->f16_to_f32((size_t)(nh * p->dk), k16 + (sa + i) * a->k_ts + g0 * p->dk,
+                                      sc.kf + i * KH * p->dk + g0 * p->dk);
+                    x->kt->f16_to_f32((size_t)(nh * dv), v16 + (sa + i) * a->v_ts + g0 * dv,
+                                      sc.vf + i * KH * dv + g0 * dv);
                 }
             }
-            for (int64_t g = 0; g < KH; g++) {
+            for (int64_t g = g0; g < g1; g++) {
                 rw[0] = (attn_rows){g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
                                     sc.m + g * rp, sc.l + g * rp, sc.init + g * rp / p->mr};
                 if (p->dot_rows) {
@@ -932,7 +955,7 @@ static void split_chunk(void *arg, int64_t s, int worker)
             }
         }
     }
-    for (int64_t g = 0; g < KH; g++)
+    for (int64_t g = g0; g < g1; g++)
         for (int64_t r = 0; r < a->n_q * G; r++) {
             float *pt = partial(x, s, r / G, g * G + r % G);
             if (lo <= hi) {
@@ -1006,7 +1029,7 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a)
     }
 
     if (x.p.mode == ATTN_SPLIT) {
-        fc_workers_run(w, x.p.n_split, split_chunk, &x);
+        fc_workers_run(w, x.p.n_chunks, split_chunk, &x);
         /* the merge, in split order (the first worker's O_acc as scratch) */
         attn_scratch sc;
         worker_scratch(&x, 0, &sc);

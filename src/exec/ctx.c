@@ -149,6 +149,12 @@ fc_ctx *fc_ctx_new(const fc_ctx_options *opts, char *err, size_t errlen)
             return NULL;
         }
     }
+    uint64_t spin_ns;
+    char spin_why[256] = "";
+    if (fc_workers_spin_from_env(&spin_ns, spin_why, sizeof spin_why) != 0) {
+        if (err) snprintf(err, errlen, "fc_ctx_new: %s", spin_why);
+        return NULL;
+    }
     fc_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         if (err) snprintf(err, errlen, "fc_ctx_new: out of memory");
@@ -166,6 +172,7 @@ fc_ctx *fc_ctx_new(const fc_ctx_options *opts, char *err, size_t errlen)
         free(ctx);
         return NULL;
     }
+    fc_workers_set_spin(ctx->workers, spin_ns);
     return ctx;
 }
 

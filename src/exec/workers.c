@@ -13,7 +13,7 @@
  * worker, and joined workers leave only after their last chunk, so then all
  * chunks are done and no worker reads the job fields any more.
  *
- * Idle workers spin on `state` for FC_SPIN_NS, then park on the futex word
+ * Idle workers spin on `state` for spin_ns, then park on the futex word
  * `wake_word` (a pthread condition variable off Linux). Parking is a Dekker
  * handshake on seq_cst operations: a worker increments n_parked, reads
  * wake_word, re-checks state, then waits while wake_word is unchanged; the
@@ -45,8 +45,17 @@
 #define FC_HAVE_FUTEX 0
 #endif
 
-/* How long an idle worker (or a waiting caller) spins before parking. */
-#define FC_SPIN_NS 50000
+/* How long an idle worker (or a waiting caller) spins before parking, by
+ * default (FUCINA_SPIN_US overrides it). Decode-shaped work alternates
+ * parallel matmuls of tens of microseconds with serial steps (norms, rope,
+ * attention bookkeeping, sampling): a worker parked in such a gap costs a
+ * futex wake-up, tens of microseconds on a VM, at the start of the next
+ * matmul, and on 2 CPUs the first half of that matmul runs on one thread.
+ * 1 ms covers the gaps of a decode step (measured: q4_K decode matmuls
+ * 5% faster than with 50 us); ggml's threadpool spins far longer. */
+#define FC_SPIN_DEFAULT_NS 1000000
+/* The largest FUCINA_SPIN_US accepted: one second. */
+#define FC_SPIN_MAX_US 1000000
 /* Upper bound on the number of threads FUCINA_THREADS may ask for. */
 #define FC_MAX_THREADS 1024
 
@@ -77,6 +86,7 @@ struct fc_workers {
     _Atomic bool stop;
     _Alignas(64) _Atomic uint32_t done_word; /* futex: bumped when the last worker leaves */
     _Atomic int caller_parked;
+    _Atomic uint64_t spin_ns; /* spin before parking (fc_workers_set_spin) */
 #if !FC_HAVE_FUTEX
     pthread_mutex_t park_mu;
     pthread_cond_t park_cv;
@@ -141,7 +151,7 @@ static inline bool job_is_new(uint64_t s, uint32_t last_seq)
 static uint64_t wait_for_job(struct fc_workers *w, uint32_t last_seq)
 {
     for (;;) {
-        uint64_t deadline = now_ns() + FC_SPIN_NS;
+        uint64_t deadline = now_ns() + atomic_load_explicit(&w->spin_ns, memory_order_relaxed);
         for (unsigned i = 1;; i++) {
             if (atomic_load_explicit(&w->stop, memory_order_acquire)) return 0;
             uint64_t s = atomic_load_explicit(&w->state, memory_order_acquire);
@@ -222,6 +232,7 @@ fc_workers *fc_workers_new(int n_threads)
     atomic_init(&w->stop, false);
     atomic_init(&w->done_word, 0);
     atomic_init(&w->caller_parked, 0);
+    atomic_init(&w->spin_ns, FC_SPIN_DEFAULT_NS);
     int err = pthread_mutex_init(&w->run_lock, NULL);
     if (err) {
         free(w);
@@ -311,7 +322,7 @@ void fc_workers_run(fc_workers *w, int64_t n_chunks, fc_chunk_fn fn, void *arg)
     /* close, then wait for the workers that joined */
     uint64_t prev = atomic_fetch_add(&w->state, FC_SEQ_ONE);
     if (prev & FC_ACTIVE_MASK) {
-        uint64_t deadline = now_ns() + FC_SPIN_NS;
+        uint64_t deadline = now_ns() + atomic_load_explicit(&w->spin_ns, memory_order_relaxed);
         for (unsigned i = 1; atomic_load_explicit(&w->state, memory_order_acquire) & FC_ACTIVE_MASK; i++) {
             cpu_relax();
             if ((i & 63u) == 0 && now_ns() >= deadline) {
@@ -572,4 +583,32 @@ int fc_default_threads(char *err, size_t errlen)
     if (n < 1) n = 1;
     if (n > FC_MAX_THREADS) n = FC_MAX_THREADS;
     return n;
+}
+
+/* ---- spin before parking -------------------------------------------------- */
+
+void fc_workers_set_spin(fc_workers *w, uint64_t ns)
+{
+    if (w) atomic_store_explicit(&w->spin_ns, ns, memory_order_relaxed);
+}
+
+int fc_workers_spin_from_env(uint64_t *ns, char *err, size_t errlen)
+{
+    *ns = FC_SPIN_DEFAULT_NS;
+    const char *env = getenv("FUCINA_SPIN_US");
+    if (!env) return 0;
+    const char *p = env;
+    while (isspace((unsigned char)*p)) p++;
+    uint64_t v;
+    bool num = *p && parse_u64(&p, &v);
+    if (num)
+        while (isspace((unsigned char)*p)) p++;
+    if (!num || *p || v > FC_SPIN_MAX_US) {
+        if (err && errlen)
+            snprintf(err, errlen, "FUCINA_SPIN_US='%s': %s", env,
+                     num && !*p ? "more than the maximum of 1000000 microseconds" : "not a non-negative integer");
+        return -1;
+    }
+    *ns = v * 1000;
+    return 0;
 }

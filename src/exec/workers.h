@@ -39,6 +39,15 @@ int fc_workers_count(const fc_workers *w);
  * chunk wrote is visible to the caller when fc_workers_run returns. */
 void fc_workers_run(fc_workers *w, int64_t n_chunks, fc_chunk_fn fn, void *arg);
 
+/* How long idle threads spin before parking (a pool starts at the default,
+ * 1 ms): longer keeps the next loop's start fast, shorter frees the CPU
+ * sooner on a shared machine; 0 parks at once. */
+void fc_workers_set_spin(fc_workers *w, uint64_t ns);
+/* The spin FUCINA_SPIN_US asks for (microseconds, 0..1000000, surrounding
+ * whitespace allowed), or the default when unset: 0 with *ns set, or -1 with
+ * an error naming the variable and its value in err. */
+int fc_workers_spin_from_env(uint64_t *ns, char *err, size_t errlen);
+
 /* How many threads a context uses by default: FUCINA_THREADS when set (a
  * positive integer up to 1024, surrounding whitespace allowed; anything else
  * is an error naming the variable and its value, written to err when err is

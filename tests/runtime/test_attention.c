@@ -591,6 +591,10 @@ Test(attention, thread_count_independent)
         {.n_q = 1, .n_kv = 200, .n_head = 16, .n_kv_head = 4, .d = 128, .causal = 1, .q_pos0 = 199, .seed = 2},
         {.n_q = 64, .n_kv = 64, .n_head = 4, .n_kv_head = 1, .d = 80, .use_mask = 1, .use_sinks = 1, .f16 = 1,
          .seed = 3},
+        /* decode over a short cache: one key range, its KV heads divided
+         * among chunks (8 heads; 3 heads, fewer than the chunks wanted) */
+        {.n_q = 1, .n_kv = 40, .n_head = 16, .n_kv_head = 8, .d = 128, .causal = 1, .q_pos0 = 39, .f16 = 1, .seed = 4},
+        {.n_q = 2, .n_kv = 70, .n_head = 6, .n_kv_head = 3, .d = 64, .causal = 1, .q_pos0 = 68, .seed = 5},
     };
     for (size_t i = 0; i < N_ELEMS(cs); i++) {
         run_case(&cs[i], w1, w2);

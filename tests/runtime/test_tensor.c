@@ -342,6 +342,21 @@ Test(tensor, random_is_counter_based)
     fc_release(a); fc_release(b); fc_release(c); fc_release(g);
 }
 
+Test(tensor, bad_fucina_spin_us_fails_the_context)
+{
+    char err[256] = "";
+    setenv("FUCINA_SPIN_US", "1ms", 1);
+    fc_ctx *c = fc_ctx_new(NULL, err, sizeof err);
+    unsetenv("FUCINA_SPIN_US");
+    cr_expect_null(c);
+    cr_expect(strstr(err, "FUCINA_SPIN_US") && strstr(err, "1ms"), "%s", err);
+    setenv("FUCINA_SPIN_US", "0", 1);
+    c = fc_ctx_new(NULL, err, sizeof err);
+    unsetenv("FUCINA_SPIN_US");
+    cr_assert(c, "%s", err);
+    fc_ctx_free(c);
+}
+
 Test(tensor, bad_fucina_threads_fails_the_context)
 {
     char err[256] = "";

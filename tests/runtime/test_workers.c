@@ -256,12 +256,79 @@ Test(workers, runs_after_workers_park)
     caller_job j = {.w = w, .n_threads = 4};
     atomic_init(&j.sum, 0);
     atomic_init(&j.bad_worker, 0);
+    fc_workers_set_spin(w, 100000); /* 0.1 ms: the 2 ms pauses park them */
     for (int r = 0; r < 20; r++) {
         nanosleep(&(struct timespec){0, 2000000}, NULL);
         fc_workers_run(w, 100, add_chunk, &j);
     }
     cr_assert_eq(atomic_load(&j.sum), 20 * 100 * 101 / 2);
+    fc_workers_set_spin(w, 0); /* park at once, between loops run back to back too */
+    for (int r = 0; r < 200; r++) fc_workers_run(w, 100, add_chunk, &j);
+    cr_assert_eq(atomic_load(&j.sum), 220 * 100 * 101 / 2);
     fc_workers_free(w);
+}
+
+static double process_cpu_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* After the spin, idle workers use no CPU: over a 100 ms pause, 3 workers
+ * spinning would burn 300 ms of CPU; parked after their spin (the default
+ * 1 ms, or none) they burn at most a few. */
+Test(workers, idle_workers_park_after_their_spin)
+{
+    fc_workers *w = fc_workers_new(4);
+    cr_assert_not_null(w);
+    caller_job j = {.w = w, .n_threads = 4};
+    atomic_init(&j.sum, 0);
+    atomic_init(&j.bad_worker, 0);
+    const uint64_t spins[] = {1000000, 0};
+    for (size_t i = 0; i < N_ELEMS(spins); i++) {
+        fc_workers_set_spin(w, spins[i]);
+        fc_workers_run(w, 100, add_chunk, &j);
+        double t0 = process_cpu_seconds();
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+        double used = process_cpu_seconds() - t0;
+        cr_assert_lt(used, 0.05, "spin %llu ns: %.1f ms of CPU over a 100 ms idle pause", (unsigned long long)spins[i],
+                     used * 1e3);
+    }
+    fc_workers_free(w);
+}
+
+/* ---- FUCINA_SPIN_US ---------------------------------------------------------- */
+
+Test(workers, fucina_spin_us_values)
+{
+    static const struct { const char *text; uint64_t ns; } cases[] = {
+        {"0", 0}, {"50", 50000}, {" 250 ", 250000}, {"1000000", 1000000000},
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        setenv("FUCINA_SPIN_US", cases[i].text, 1);
+        char err[256] = "";
+        uint64_t ns = 1;
+        cr_assert_eq(fc_workers_spin_from_env(&ns, err, sizeof err), 0, "FUCINA_SPIN_US='%s': %s", cases[i].text, err);
+        cr_assert_eq(ns, cases[i].ns, "FUCINA_SPIN_US='%s'", cases[i].text);
+    }
+    unsetenv("FUCINA_SPIN_US");
+    uint64_t ns = 0;
+    cr_assert_eq(fc_workers_spin_from_env(&ns, NULL, 0), 0);
+    cr_assert_gt(ns, 0, "unset: the default spin");
+}
+
+Test(workers, fucina_spin_us_bad_values)
+{
+    static const char *bad[] = {"-1", "abc", "", "  ", "1000001", "99999999999999999999999", "2x", "+5", "1 2"};
+    for (size_t i = 0; i < N_ELEMS(bad); i++) {
+        setenv("FUCINA_SPIN_US", bad[i], 1);
+        char err[256] = "";
+        uint64_t ns;
+        cr_assert_eq(fc_workers_spin_from_env(&ns, err, sizeof err), -1, "FUCINA_SPIN_US='%s' accepted", bad[i]);
+        cr_assert(strstr(err, "FUCINA_SPIN_US") != NULL && strstr(err, bad[i]) != NULL, "message: %s", err);
+    }
+    unsetenv("FUCINA_SPIN_US");
 }
 
 /* ---- create/free repeatedly (leaks show under ASan/LSan) ------------------ */
