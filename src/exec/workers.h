@@ -39,6 +39,14 @@ int fc_workers_count(const fc_workers *w);
  * chunk wrote is visible to the caller when fc_workers_run returns. */
 void fc_workers_run(fc_workers *w, int64_t n_chunks, fc_chunk_fn fn, void *arg);
 
+/* A hint: a worker that is spinning idle (none when all are parked or busy)
+ * reads [p, p + bytes) into its L2, stopping at the next loop. For memory-
+ * bound sequences (decode: a matmul, serial steps, the next matmul) the
+ * caller posts the next operand's first bytes before the serial steps, so
+ * they stream while the caller works alone. A later post replaces one not
+ * yet taken; p is never dereferenced (any address is harmless). */
+void fc_workers_prefetch(fc_workers *w, const void *p, size_t bytes);
+
 /* How long idle threads spin before parking (a pool starts at the default,
  * 1 ms): longer keeps the next loop's start fast, shorter frees the CPU
  * sooner on a shared machine; 0 parks at once. */

@@ -10,6 +10,14 @@ fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L,
     case FC_LLM_ARCH_QWEN3: break;
     case FC_LLM_ARCH_QWEN3MOE: return fc_llm_moe_ffn(ctx, m, L, h);
     }
-    fc_tensor *f = fc_swiglu(ctx, fc_linear(ctx, h, L->gate, NULL), fc_linear(ctx, h, L->up, NULL));
-    return fc_linear(ctx, f, L->down, NULL);
+    fc_tensor *g = fc_linear(ctx, h, L->gate, NULL), *u = fc_linear(ctx, h, L->up, NULL);
+    fc_llm_prefetch(ctx, L->down); /* over the swiglu */
+    return fc_linear(ctx, fc_swiglu(ctx, g, u), L->down, NULL);
+}
+
+void fc_llm_ffn_prefetch(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L) {
+    switch (m->hp.arch) {
+    case FC_LLM_ARCH_QWEN3: fc_llm_prefetch(ctx, L->gate); return;
+    case FC_LLM_ARCH_QWEN3MOE: fc_llm_prefetch(ctx, L->gate_inp); return;
+    }
 }

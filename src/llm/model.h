@@ -33,6 +33,15 @@ struct fc_llm_model {
 /* The FFN block of layer L (src/llm/ffn.c): h [seq, embd] -> [seq, embd];
  * dense or mixture of experts by the architecture. */
 fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
+/* Decode reads every weight once per token: before a stretch of serial
+ * steps (norms, rope, attention bookkeeping, swiglu) the forward posts the
+ * first LLM_PREFETCH_BYTES of the next matmul's weights to an idle worker
+ * (fc_workers_prefetch), so they stream while the calling thread works
+ * alone and the matmul starts warm. A hint: results do not depend on it. */
+#define LLM_PREFETCH_BYTES ((size_t)256 << 10)
+void fc_llm_prefetch(fc_ctx *ctx, const fc_tensor *w);
+/* The hint for the first weights the FFN block of L reads (src/llm/ffn.c). */
+void fc_llm_ffn_prefetch(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L);
 /* The qwen3moe FFN (src/llm/moe.c), same contract. */
 fc_tensor *fc_llm_moe_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
 

@@ -22,6 +22,7 @@
 #include <math.h>
 
 #include "exec/ctx.h"
+#include "exec/workers.h"
 #include "fucina/nn.h"
 #include "fucina/ops.h"
 #include "fucina/shape_ops.h"
@@ -73,6 +74,11 @@ static fc_tensor *attend(fc_ctx *ctx, fc_llm_session *s, int64_t l, const fc_llm
     return fc_concat(ctx, s->parts, (int)n_seg, "seq");
 }
 
+void fc_llm_prefetch(fc_ctx *ctx, const fc_tensor *w) {
+    const size_t n = fc_tensor_nbytes(w);
+    fc_workers_prefetch(fc_ctx_workers(ctx), fc_tensor_data(w), n < LLM_PREFETCH_BYTES ? n : LLM_PREFETCH_BYTES);
+}
+
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
                          const fc_token *tokens, fc_llm_logits which, float *logits) {
     const fc_llm_model *m = s->m;
@@ -97,6 +103,7 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
         fc_tensor *q = heads(ctx, fc_linear(ctx, h, L->wq, NULL), "q", "head", hp->n_head, hp->head_dim);
         fc_tensor *k = heads(ctx, fc_linear(ctx, h, L->wk, NULL), "kv", "kv_head", hp->n_head_kv, hp->head_dim);
         fc_tensor *v = heads(ctx, fc_linear(ctx, h, L->wv, NULL), "kv", "kv_head", hp->n_head_kv, hp->head_dim);
+        fc_llm_prefetch(ctx, L->wo); /* over the norms, rope and attention */
         q = fc_rope(ctx, fc_rmsnorm(ctx, q, L->q_norm, "d", eps), pos, &ro);
         fc_rope_options rk = ro;
         rk.head_axis = "kv_head";
@@ -104,8 +111,10 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
         fc_tensor *a = attend(ctx, s, l, segs, n_seg, q, k, v, &ao);
         a = fc_merge_axes(ctx, a, FC_AXES("head", "d"), "q");
         x = fc_add(ctx, x, fc_linear(ctx, a, L->wo, NULL));
+        fc_llm_ffn_prefetch(ctx, m, L);
         h = fc_rmsnorm(ctx, x, L->ffn_norm, "embd", eps);
         x = fc_add(ctx, x, fc_llm_ffn(ctx, m, L, h));
+        fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? m->layers[l + 1].wq : m->output);
     }
     const int want = which != FC_LLM_LOGITS_NONE && logits;
     /* LAST: the last row (callers pass LAST with one segment only; a batch

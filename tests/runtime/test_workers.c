@@ -298,6 +298,32 @@ Test(workers, idle_workers_park_after_their_spin)
     fc_workers_free(w);
 }
 
+/* Prefetch hints change nothing a loop computes, never fault (any address,
+ * posted before, between and during loops) and never hold a loop up. */
+Test(workers, prefetch_hints_are_harmless)
+{
+    fc_workers *w = fc_workers_new(3);
+    cr_assert_not_null(w);
+    caller_job j = {.w = w, .n_threads = 3};
+    atomic_init(&j.sum, 0);
+    atomic_init(&j.bad_worker, 0);
+    size_t n = (size_t)8 << 20;
+    char *buf = malloc(n);
+    cr_assert_not_null(buf);
+    memset(buf, 1, n);
+    fc_workers_prefetch(NULL, buf, n); /* no pool: nothing */
+    for (int r = 0; r < 100; r++) {
+        fc_workers_prefetch(w, buf, n);
+        if (r % 3 == 0) fc_workers_prefetch(w, (const void *)(uintptr_t)0x10, (size_t)1 << 20); /* unmapped */
+        if (r % 10 == 0) nanosleep(&(struct timespec){0, 200000}, NULL); /* taken while idle */
+        fc_workers_run(w, 100, add_chunk, &j);
+    }
+    cr_assert_eq(atomic_load(&j.sum), 100 * 100 * 101 / 2);
+    cr_assert_eq(atomic_load(&j.bad_worker), 0);
+    free(buf);
+    fc_workers_free(w);
+}
+
 /* ---- FUCINA_SPIN_US ---------------------------------------------------------- */
 
 Test(workers, fucina_spin_us_values)
