@@ -277,6 +277,7 @@ static int run_test(const lopts *o, fc_ctx *ctx, const fc_llm_model *m, fcb_llam
         const char *why = NULL;
         d.lc = fcb_llama_ctx_new(lm, threads, (int)o->n_ctx, n_prompt ? n_prompt : 1, kv_ggml(kv), &why);
         if (!d.lc) fprintf(stderr, "fucina-bench llm: llama.cpp context: %s\n", why);
+        else fcb_llama_pause(d.lc); /* its new threads would poll for work during our warm-up */
     }
     /* warm-up, and the batch size that lasts >= min_ms */
     double t = pass(run_ours, &d, 1, 0);

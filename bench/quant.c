@@ -293,6 +293,10 @@ static int run_case(const qopts *o, fc_workers *pool, fcb_bw_probe *probe, int t
         double d = maxdiff(c, y, (size_t)(m * n));
         r->maxdiff = isnan(r->maxdiff) ? d : fmax(r->maxdiff, d);
     }
+    /* ggml's setup computed copy 0: its threads poll for work for a while
+     * after a graph unless paused, and would take CPUs from our first rounds */
+    if (plain) fcb_ggml_mm_pause(plain);
+    if (rep) fcb_ggml_mm_pause(rep);
     double to[MAX_ROUNDS], tk[MAX_ROUNDS], tp[MAX_ROUNDS], tr_[MAX_ROUNDS], bw[MAX_ROUNDS], pct[MAX_ROUNDS];
     double min_s = o->min_ms * 1e-3;
     /* M = 1: each round also reads the probe's array, so that ours / probe
