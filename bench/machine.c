@@ -7,10 +7,7 @@
 #include <unistd.h>
 
 #include "fcb.h"
-
-#ifndef FUCINA_GIT_DESCRIBE
-#define FUCINA_GIT_DESCRIBE ""
-#endif
+#include "fcb_git_describe.h" /* generated at build time (bench/git_describe.cmake) */
 
 static void trim(char *s)
 {
