@@ -865,9 +865,38 @@ static float *partial(const attn_ctx *x, int64_t s, int64_t t, int64_t h)
 /* Split mode, few rows: keys [sa, sb] for the R rows of KV head g; q: R
  * scaled Q rows of dk; row s of K at kb + (s - origin) * kst, of V at
  * vb + (s - origin) * vst. */
+/* S of the G rows of token t (q rows t*G.., dk apart) against the f16 key
+ * rows [ra, rb] of KV head g, straight from the cache: one dot_x{8,4,2,1}
+ * call per key and group of rows reads the key once, widening it in
+ * registers (a row's result does not depend on the group it is in). */
+static void f16_scores(const attn_ctx *x, const attn_scratch *sc, int64_t g, int64_t t, int64_t sa, int64_t ra,
+                       int64_t rb, const float *q)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t G = x->p.G, dk = x->p.dk, bc = x->p.bc;
+    const fc_f16 *k16 = (const fc_f16 *)a->k + g * a->k_hs;
+    float y[8];
+    for (int64_t r0 = 0; r0 < G;) {
+        const int64_t n = G - r0 >= 8 ? 8 : G - r0 >= 4 ? 4 : G - r0 >= 2 ? 2 : 1;
+        const float *qr = q + (t * G + r0) * dk;
+        for (int64_t s = ra; s <= rb; s++) {
+            const fc_f16 *kr = k16 + s * a->k_ts;
+            if (n == 8) K->f16_dot_x8((size_t)dk, kr, qr, (size_t)dk, y);
+            else if (n == 4) K->f16_dot_x4((size_t)dk, kr, qr, (size_t)dk, y);
+            else if (n == 2) K->f16_dot_x2((size_t)dk, kr, qr, (size_t)dk, y);
+            else K->f16_dot_x1((size_t)dk, kr, qr, (size_t)dk, y);
+            for (int64_t i = 0; i < n; i++) sc->S[(t * G + r0 + i) * bc + (s - sa)] = y[i];
+        }
+        r0 += n;
+    }
+}
+
+/* k16: decode over an f16 cache with contiguous heads: S from the cache
+ * by f16_scores (kb unused); else S by f32_dot from kb. */
 static void block_dot(const attn_ctx *x, const attn_scratch *sc, int64_t g, int64_t R, const float *q, float *oacc,
                       float *m, float *l, int64_t sa, int64_t sb, const float *kb, const float *vb, int64_t origin,
-                      int64_t kst, int64_t vst)
+                      int64_t kst, int64_t vst, int k16)
 {
     const fc_attn_args *a = x->a;
     const fck_table *K = x->kt;
@@ -880,7 +909,11 @@ static void block_dot(const attn_ctx *x, const attn_scratch *sc, int64_t g, int6
         if (rb > sb) rb = sb;
         if (ra > rb) continue;
         float *xr = sc->S + r * bc; /* key s at xr[s - sa] */
-        for (int64_t s = ra; s <= rb; s++) xr[s - sa] = K->f32_dot((size_t)dk, q + r * dk, kb + (s - origin) * kst);
+        if (k16) {
+            if (r % G == 0) f16_scores(x, sc, g, t, sa, ra, rb, q); /* the token's G rows at once */
+        } else {
+            for (int64_t s = ra; s <= rb; s++) xr[s - sa] = K->f32_dot((size_t)dk, q + r * dk, kb + (s - origin) * kst);
+        }
         row_update(x, xr, sa, ra, rb, t, h, &m[r], &l[r], oacc + r * dvp);
         if (m[r] == -INFINITY) continue; /* no weight yet: P is all zero */
         for (int64_t s = ra; s <= rb; s++)
@@ -926,8 +959,10 @@ static void split_chunk(void *arg, int64_t chunk, int worker)
                 const fc_f16 *k16 = a->k, *v16 = a->v;
                 const int64_t nh = g1 - g0;
                 for (int64_t i = 0; i < nb; i++) {
-                    x->kt->f16_to_f32((size_t)(nh * p->dk), k16 + (sa + i) * a->k_ts + g0 * p->dk,
-                                      sc.kf + i * KH * p->dk + g0 * p->dk);
+                    /* dot_rows reads K from the cache itself */
+                    if (!p->dot_rows)
+                        x->kt->f16_to_f32((size_t)(nh * p->dk), k16 + (sa + i) * a->k_ts + g0 * p->dk,
+                                          sc.kf + i * KH * p->dk + g0 * p->dk);
                     x->kt->f16_to_f32((size_t)(nh * dv), v16 + (sa + i) * a->v_ts + g0 * dv,
                                       sc.vf + i * KH * dv + g0 * dv);
                 }
@@ -938,11 +973,11 @@ static void split_chunk(void *arg, int64_t chunk, int worker)
                 if (p->dot_rows) {
                     if (p->wide_f16) {
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
-                                  sc.kf + g * p->dk, sc.vf + g * dv, sa, KH * p->dk, KH * dv);
+                                  NULL, sc.vf + g * dv, sa, 0, KH * dv, 1);
                     } else {
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
                                   (const float *)a->k + g * a->k_hs, (const float *)a->v + g * a->v_hs, 0, a->k_ts,
-                                  a->v_ts);
+                                  a->v_ts, 0);
                     }
                 } else if (p->wide_f16) {
                     x->kt->f32_gemm_pack_bt((size_t)p->dk, (size_t)nb, sc.kf + g * p->dk, (size_t)(KH * p->dk),
