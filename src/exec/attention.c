@@ -892,8 +892,35 @@ static void f16_scores(const attn_ctx *x, const attn_scratch *sc, int64_t g, int
     }
 }
 
-/* k16: decode over an f16 cache with contiguous heads: S from the cache
- * by f16_scores (kb unused); else S by f32_dot from kb. */
+/* O_acc of the G rows of token t += P V over the f16 value rows [ra, rb]
+ * of KV head g, straight from the cache: one axpy_x{4,2,1} call per key and
+ * group of rows reads the value row once, widening it in registers; each
+ * element gets one fma, as f32_axpy on the widened row (the same bits). */
+static void f16_pv(const attn_ctx *x, const attn_scratch *sc, int64_t g, int64_t t, int64_t sa, int64_t ra,
+                   int64_t rb, float *oacc)
+{
+    const fc_attn_args *a = x->a;
+    const fck_table *K = x->kt;
+    const int64_t G = x->p.G, dv = x->p.dv, dvp = x->p.dv_pad, bc = x->p.bc;
+    const fc_f16 *v16 = (const fc_f16 *)a->v + g * a->v_hs;
+    float p[4];
+    for (int64_t r0 = 0; r0 < G;) {
+        const int64_t n = G - r0 >= 4 ? 4 : G - r0 >= 2 ? 2 : 1, r = t * G + r0;
+        float *o = oacc + r * dvp;
+        for (int64_t s = ra; s <= rb; s++) {
+            const fc_f16 *vr = v16 + s * a->v_ts;
+            for (int64_t i = 0; i < n; i++) p[i] = sc->S[(r + i) * bc + (s - sa)];
+            if (n == 4) K->f16_axpy_x4((size_t)dv, vr, p, o, (size_t)dvp);
+            else if (n == 2) K->f16_axpy_x2((size_t)dv, vr, p, o, (size_t)dvp);
+            else K->f16_axpy_x1((size_t)dv, vr, p, o, (size_t)dvp);
+        }
+        r0 += n;
+    }
+}
+
+/* k16: decode over an f16 cache with contiguous heads: S by f16_scores and
+ * O_acc by f16_pv, from the cache (kb and vb unused); else S by f32_dot
+ * from kb and O_acc by f32_axpy from vb. */
 static void block_dot(const attn_ctx *x, const attn_scratch *sc, int64_t g, int64_t R, const float *q, float *oacc,
                       float *m, float *l, int64_t sa, int64_t sb, const float *kb, const float *vb, int64_t origin,
                       int64_t kst, int64_t vst, int k16)
@@ -910,7 +937,27 @@ static void block_dot(const attn_ctx *x, const attn_scratch *sc, int64_t g, int6
         if (ra > rb) continue;
         float *xr = sc->S + r * bc; /* key s at xr[s - sa] */
         if (k16) {
-            if (r % G == 0) f16_scores(x, sc, g, t, sa, ra, rb, q); /* the token's G rows at once */
+            /* the token's G rows at once: scores, G softmax updates, P V */
+            if (r % G) continue;
+            f16_scores(x, sc, g, t, sa, ra, rb, q);
+            int all = 1;
+            for (int64_t i = 0; i < G; i++) {
+                row_update(x, sc->S + (r + i) * bc, sa, ra, rb, t, h + i, &m[r + i], &l[r + i], oacc + (r + i) * dvp);
+                all &= m[r + i] != -INFINITY;
+            }
+            if (all) {
+                f16_pv(x, sc, g, t, sa, ra, rb, oacc);
+                continue;
+            }
+            /* a row with no weight yet (P all zero) is skipped: one at a time */
+            const fc_f16 *v16 = (const fc_f16 *)a->v + g * a->v_hs;
+            for (int64_t i = 0; i < G; i++) {
+                if (m[r + i] == -INFINITY) continue;
+                for (int64_t s = ra; s <= rb; s++)
+                    K->f16_axpy_x1((size_t)dv, v16 + s * a->v_ts, &sc->S[(r + i) * bc + (s - sa)], oacc + (r + i) * dvp,
+                                   (size_t)dvp);
+            }
+            continue;
         } else {
             for (int64_t s = ra; s <= rb; s++) xr[s - sa] = K->f32_dot((size_t)dk, q + r * dk, kb + (s - origin) * kst);
         }
@@ -958,11 +1005,10 @@ static void split_chunk(void *arg, int64_t chunk, int worker)
                  * in a token row), row by row, to their place in a whole row */
                 const fc_f16 *k16 = a->k, *v16 = a->v;
                 const int64_t nh = g1 - g0;
-                for (int64_t i = 0; i < nb; i++) {
-                    /* dot_rows reads K from the cache itself */
-                    if (!p->dot_rows)
-                        x->kt->f16_to_f32((size_t)(nh * p->dk), k16 + (sa + i) * a->k_ts + g0 * p->dk,
-                                          sc.kf + i * KH * p->dk + g0 * p->dk);
+                /* (dot_rows reads K and V from the cache itself) */
+                for (int64_t i = 0; i < nb && !p->dot_rows; i++) {
+                    x->kt->f16_to_f32((size_t)(nh * p->dk), k16 + (sa + i) * a->k_ts + g0 * p->dk,
+                                      sc.kf + i * KH * p->dk + g0 * p->dk);
                     x->kt->f16_to_f32((size_t)(nh * dv), v16 + (sa + i) * a->v_ts + g0 * dv,
                                       sc.vf + i * KH * dv + g0 * dv);
                 }
@@ -973,7 +1019,7 @@ static void split_chunk(void *arg, int64_t chunk, int worker)
                 if (p->dot_rows) {
                     if (p->wide_f16) {
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
-                                  NULL, sc.vf + g * dv, sa, 0, KH * dv, 1);
+                                  NULL, NULL, sa, 0, 0, 1);
                     } else {
                         block_dot(x, &sc, g, a->n_q * G, rw[0].qp, rw[0].oacc, rw[0].m, rw[0].l, sa, sb,
                                   (const float *)a->k + g * a->k_hs, (const float *)a->v + g * a->v_hs, 0, a->k_ts,

@@ -595,6 +595,12 @@ Test(attention, thread_count_independent)
          * among chunks (8 heads; 3 heads, fewer than the chunks wanted) */
         {.n_q = 1, .n_kv = 40, .n_head = 16, .n_kv_head = 8, .d = 128, .causal = 1, .q_pos0 = 39, .f16 = 1, .seed = 4},
         {.n_q = 2, .n_kv = 70, .n_head = 6, .n_kv_head = 3, .d = 64, .causal = 1, .q_pos0 = 68, .seed = 5},
+        /* decode over f16 K/V read in place (dot_x / axpy_x kernels): 4
+         * query rows per KV head; per-head masks with whole rows -inf (a
+         * row with no weight takes the one-row path) */
+        {.n_q = 1, .n_kv = 90, .n_head = 8, .n_kv_head = 2, .d = 128, .causal = 1, .q_pos0 = 89, .f16 = 1, .seed = 6},
+        {.n_q = 2, .n_kv = 100, .n_head = 8, .n_kv_head = 4, .d = 64, .f16 = 1, .use_mask = 1, .mask_per_head = 1,
+         .mask_full_rows = 1, .seed = 7},
     };
     for (size_t i = 0; i < N_ELEMS(cs); i++) {
         run_case(&cs[i], w1, w2);
