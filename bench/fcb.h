@@ -175,6 +175,28 @@ void fcb_bw_probe_free(fcb_bw_probe *p);
 /* ---- roofline.c: the `roofline` command, and the summary both commands report */
 void fcb_roofline_json(fcb_json *j, const fcb_roofline *r); /* "roofline": {...} */
 
+/* ---- suite_start.c: the header and footer of the suites racing a peer (quant, llm) */
+typedef struct fcb_suite_opts {
+    const char *cmd;                         /* "quant": names the suite in messages */
+    const char *peer_name;                   /* "ggml": in "ggml peer skipped: WHY" */
+    int (*peer_available)(const char **why); /* 0 and a reason when the peer cannot run */
+    int roofline;                            /* run the roofline probe, print "roofline now:" */
+    const int *threads;                      /* the suite's thread counts: the probe's */
+    int nthreads;                            /* all-thread figure uses the largest */
+} fcb_suite_opts;
+typedef struct fcb_suite_env {
+    fcb_machine mach;
+    fcb_roofline rl;      /* read.gbps_1/_all NaN when the probe did not run */
+    int cpus[256], ncpus; /* the CPUs this process may use (for fcb_bw_probe_new) */
+    double load_start;    /* 1-minute load average at the start, NaN if unknown */
+} fcb_suite_env;
+/* Probes and prints the machine line, drops *peer (printing why) when the
+ * peer is not available, runs and prints the roofline, prints the load
+ * average; returns FCB_EXIT_OK, or FCB_EXIT_FAIL (message on stderr). */
+int fcb_suite_start(const fcb_suite_opts *o, int *peer, fcb_suite_env *e);
+/* Prints the load average at the end; returns its 1-minute figure (NaN if unknown). */
+double fcb_suite_end(void);
+
 /* ---- the commands ---------------------------------------------------------- */
 int fcb_cmd_roofline(int argc, char **argv);
 int fcb_cmd_kernels(int argc, char **argv);

@@ -332,35 +332,10 @@ int fcb_cmd_llm(int argc, char **argv)
     static lopts o;
     int prc = parse(argc, argv, &o);
     if (prc <= 0) return prc == 0 ? FCB_EXIT_OK : FCB_EXIT_USAGE;
-    fcb_machine mach;
-    fcb_machine_probe(&mach);
-    fcb_machine_print(stdout, &mach);
-    const char *why = NULL;
-    if (o.peer && !fcb_llama_available(&why)) {
-        printf("llama.cpp peer skipped: %s\n", why);
-        o.peer = 0;
-    }
-    int maxt = 1;
-    for (int i = 0; i < o.nthreads; i++) maxt = o.threads[i] > maxt ? o.threads[i] : maxt;
-    fcb_roofline rl;
-    memset(&rl, 0, sizeof rl);
-    rl.read.gbps_1 = rl.read.gbps_all = NAN;
-    static int cpus[256];
-    const int ncpus = fcb_cpu_list(cpus, 256);
-    if (o.roofline) {
-        fcb_probe_opts po = {.threads = maxt > 1 ? maxt : 0, .repeats = 3, .fma_time = 0.02,
-                             .array_bytes = fcb_default_array_bytes(&mach), .all_fma_arms = 0, .copy = 0};
-        if (fcb_probe_run(&po, cpus, ncpus, &rl)) {
-            fprintf(stderr, "fucina-bench llm: roofline: out of memory\n");
-            return FCB_EXIT_FAIL;
-        }
-        fcb_unpin_self();
-        printf("roofline now: DRAM read %.1f GB/s (1 thread)", rl.read.gbps_1);
-        if (maxt > 1) printf(", %.1f GB/s (%d threads)", rl.read.gbps_all, maxt);
-        printf("\n");
-    }
-    double load[3];
-    if (getloadavg(load, 3) == 3) printf("load average at start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+    const fcb_suite_opts start = {.cmd = "llm", .peer_name = "llama.cpp", .peer_available = fcb_llama_available,
+                                  .roofline = o.roofline, .threads = o.threads, .nthreads = o.nthreads};
+    fcb_suite_env env;
+    if (fcb_suite_start(&start, &o.peer, &env)) return FCB_EXIT_FAIL;
     fcb_json j = {0};
     if (o.json) {
         if (fcb_json_open(&j, o.json)) {
@@ -369,12 +344,12 @@ int fcb_cmd_llm(int argc, char **argv)
         }
         fcb_json_begin(&j, NULL, '{');
         fcb_json_str(&j, "suite", "llm");
-        fcb_json_machine(&j, &mach);
-        if (o.roofline) fcb_roofline_json(&j, &rl);
+        fcb_json_machine(&j, &env.mach);
+        if (o.roofline) fcb_roofline_json(&j, &env.rl);
         fcb_json_str(&j, "clock", o.cpu_clock ? "cpu" : "wall");
         fcb_json_int(&j, "rounds", o.rounds);
         fcb_json_num(&j, "min_ms", o.min_ms);
-        fcb_json_num(&j, "load_average_start", load[0]);
+        fcb_json_num(&j, "load_average_start", env.load_start);
         fcb_json_begin(&j, "models", '[');
     }
     int rc = FCB_EXIT_OK;
@@ -397,6 +372,7 @@ int fcb_cmd_llm(int argc, char **argv)
         fcb_llama_model *lm = NULL;
         char desc[128] = "";
         if (o.peer) {
+            const char *why = NULL;
             lm = fcb_llama_model_load(path, &why);
             if (!lm) printf("llama.cpp peer skipped for %s: %s\n", path, why);
             else fcb_llama_model_desc(lm, desc, sizeof desc);
@@ -454,7 +430,7 @@ int fcb_cmd_llm(int argc, char **argv)
             /* the read probe interleaved with the decode tests' rounds */
             fcb_bw_probe *probe = NULL;
             if (o.roofline && !o.cpu_clock && o.ngens > 0 &&
-                !(probe = fcb_bw_probe_new(fcb_default_array_bytes(&mach), th, cpus, ncpus))) {
+                !(probe = fcb_bw_probe_new(fcb_default_array_bytes(&env.mach), th, env.cpus, env.ncpus))) {
                 fprintf(stderr, "fucina-bench llm: read probe: no stream_read arm or out of memory\n");
                 rc = FCB_EXIT_FAIL;
             }
@@ -510,10 +486,10 @@ int fcb_cmd_llm(int argc, char **argv)
             fcb_json_end(&j, '}');
         }
     }
-    if (getloadavg(load, 3) == 3) printf("load average at end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+    const double load_end = fcb_suite_end();
     if (o.json) {
         fcb_json_end(&j, ']');
-        fcb_json_num(&j, "load_average_end", load[0]);
+        fcb_json_num(&j, "load_average_end", load_end);
         fcb_json_end(&j, '}');
         if (fcb_json_close(&j)) {
             fprintf(stderr, "fucina-bench llm: cannot write %s\n", o.json);

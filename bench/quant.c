@@ -347,35 +347,10 @@ int fcb_cmd_quant(int argc, char **argv)
     qopts o;
     int rc = parse(argc, argv, &o);
     if (rc <= 0) return rc == 0 ? FCB_EXIT_OK : FCB_EXIT_USAGE;
-    fcb_machine mach;
-    fcb_machine_probe(&mach);
-    fcb_machine_print(stdout, &mach);
-    const char *why = NULL;
-    if (o.peer && !fcb_ggml_mm_available(&why)) {
-        printf("ggml peer skipped: %s\n", why);
-        o.peer = 0;
-    }
-    int maxt = 1;
-    for (int i = 0; i < o.nthreads; i++) maxt = o.threads[i] > maxt ? o.threads[i] : maxt;
-    fcb_roofline rl;
-    memset(&rl, 0, sizeof rl);
-    rl.read.gbps_1 = rl.read.gbps_all = NAN;
-    int cpus[256];
-    int ncpus = fcb_cpu_list(cpus, 256);
-    if (o.roofline) {
-        fcb_probe_opts po = {.threads = maxt > 1 ? maxt : 0, .repeats = 3, .fma_time = 0.02,
-                             .array_bytes = fcb_default_array_bytes(&mach), .all_fma_arms = 0, .copy = 0};
-        if (fcb_probe_run(&po, cpus, ncpus, &rl)) {
-            fprintf(stderr, "fucina-bench quant: roofline: out of memory\n");
-            return FCB_EXIT_FAIL;
-        }
-        fcb_unpin_self();
-        printf("roofline now: DRAM read %.1f GB/s (1 thread)", rl.read.gbps_1);
-        if (maxt > 1) printf(", %.1f GB/s (%d threads)", rl.read.gbps_all, maxt);
-        printf("; peak FMA %.1f GFLOP/s (1 thread)\n", rl.peak_1);
-    }
-    double load[3];
-    if (getloadavg(load, 3) == 3) printf("load average at start: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+    const fcb_suite_opts start = {.cmd = "quant", .peer_name = "ggml", .peer_available = fcb_ggml_mm_available,
+                                  .roofline = o.roofline, .threads = o.threads, .nthreads = o.nthreads};
+    fcb_suite_env env;
+    if (fcb_suite_start(&start, &o.peer, &env)) return FCB_EXIT_FAIL;
     printf("quantized matmul C = A·Wᵀ vs ggml CPU backend (%s); %ld alternating passes, >= %.0f ms batches; medians; "
            "%s time\n",
            o.peer ? "plain | repacked W" : "peer off", o.rounds, o.min_ms, o.cpu_clock ? "process CPU" : "elapsed");
@@ -395,7 +370,7 @@ int fcb_cmd_quant(int argc, char **argv)
         /* the in-round read probe (M = 1 cases), on this thread count */
         fcb_bw_probe *probe = NULL;
         if (o.roofline && !o.cpu_clock) {
-            probe = fcb_bw_probe_new(fcb_default_array_bytes(&mach), th, cpus, ncpus);
+            probe = fcb_bw_probe_new(fcb_default_array_bytes(&env.mach), th, env.cpus, env.ncpus);
             if (!probe) {
                 fprintf(stderr, "fucina-bench quant: read probe: no stream_read arm or out of memory\n");
                 fc_workers_free(pool);
@@ -419,7 +394,7 @@ int fcb_cmd_quant(int argc, char **argv)
                         continue;
                     }
                     row r;
-                    if (run_case(&o, pool, probe, th, formats[fi], m, n, k, mach.llc, &r)) return FCB_EXIT_FAIL;
+                    if (run_case(&o, pool, probe, th, formats[fi], m, n, k, env.mach.llc, &r)) return FCB_EXIT_FAIL;
                     double flops = 2.0 * (double)m * (double)n * (double)k;
                     double best = fmin(isnan(r.plain) ? INFINITY : r.plain, isnan(r.repack) ? INFINITY : r.repack);
                     char so[16], sk[16], sp[16], sr[16], ratio[16] = "-", gbs[16] = "-", dr[16] = "-", pct[16] = "-",
@@ -444,8 +419,6 @@ int fcb_cmd_quant(int argc, char **argv)
         fcb_bw_probe_free(probe);
         fc_workers_free(pool);
     }
-    /* Other processes on the machine take CPUs from both sides; ggml's
-     * spin-waiting threadpool suffers most when threads exceed free CPUs. */
-    if (getloadavg(load, 3) == 3) printf("load average at end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
+    fcb_suite_end();
     return FCB_EXIT_OK;
 }

@@ -12,7 +12,6 @@
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
-#include "cli/progress.h"
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
@@ -108,14 +107,8 @@ int fc_cmd_chat(int argc, char **argv) {
             tmpl_name = argv[++i];
         } else if (!strcmp(a, "--stop")) {
             stop[n_stop++] = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fucina chat: unknown option '%s'\n", a);
+        } else if (fc_cli_model_arg("chat", a, &path)) {
             goto usage;
-        } else if (path) {
-            fprintf(stderr, "fucina chat: unexpected argument '%s' (the model is '%s')\n", a, path);
-            goto usage;
-        } else {
-            path = a;
         }
     }
     if (!path) {
@@ -127,11 +120,8 @@ int fc_cmd_chat(int argc, char **argv) {
         goto usage;
     }
 
-    char err[256];
-    fc_ctx_options co = {.threads = g.threads};
-    fc_ctx *ctx = fc_ctx_new(g.threads > 0 ? &co : NULL, err, sizeof err);
+    fc_ctx *ctx = fc_cli_ctx_new("chat", &g);
     if (!ctx) {
-        fprintf(stderr, "fucina chat: %s\n", err);
         free(stop);
         return 1;
     }
@@ -154,11 +144,7 @@ int fc_cmd_chat(int argc, char **argv) {
         if (!found)
             fprintf(stderr, "fucina chat: warning: %s has no tokenizer.chat_template; using chatml\n", path);
     }
-    fc_cli_progress bar;
-    fc_cli_progress_init(&bar, "loading");
-    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g.mmap};
-    m = fc_llm_model_load_ex(ctx, path, &lo);
-    fc_cli_progress_done(&bar);
+    m = fc_cli_model_load(ctx, path, &g);
     if (!m) {
         rc = 2;
         goto fail;

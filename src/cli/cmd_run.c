@@ -8,7 +8,6 @@
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
-#include "cli/progress.h"
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
@@ -118,14 +117,8 @@ int fc_cmd_run(int argc, char **argv) {
             stop[n_stop++] = argv[++i];
         } else if (!strcmp(a, "--logits-out")) {
             logits_out = argv[++i];
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "fucina run: unknown option '%s'\n", a);
+        } else if (fc_cli_model_arg("run", a, &path)) {
             goto usage;
-        } else if (path) {
-            fprintf(stderr, "fucina run: unexpected argument '%s' (the model is '%s')\n", a, path);
-            goto usage;
-        } else {
-            path = a;
         }
     }
     if (!path || (!prompt_arg == !prompt_file)) {
@@ -139,11 +132,8 @@ int fc_cmd_run(int argc, char **argv) {
         return 2;
     }
     const char *prompt = prompt_file ? prompt_buf : prompt_arg;
-    char err[256];
-    fc_ctx_options co = {.threads = g.threads};
-    fc_ctx *ctx = fc_ctx_new(g.threads > 0 ? &co : NULL, err, sizeof err);
+    fc_ctx *ctx = fc_cli_ctx_new("run", &g);
     if (!ctx) {
-        fprintf(stderr, "fucina run: %s\n", err);
         free(prompt_buf);
         free(stop);
         return 1;
@@ -157,11 +147,7 @@ int fc_cmd_run(int argc, char **argv) {
     fc_detok_stream *ds = NULL;
     char *pend = NULL;
     size_t n_pend = 0, cap_pend = 256;
-    fc_cli_progress bar;
-    fc_cli_progress_init(&bar, "loading");
-    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g.mmap};
-    fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
-    fc_cli_progress_done(&bar);
+    fc_llm_model *m = fc_cli_model_load(ctx, path, &g);
     if (!m) {
         rc = 2; /* a missing or bad file is bad input */
         goto fail;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/gen_args.h"
+#include "cli/progress.h"
 
 const char fc_cli_gen_args_help[] =
     "  -n N                 tokens to generate\n"
@@ -112,6 +113,36 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
         return -1;
     }
     return 1;
+}
+
+int fc_cli_model_arg(const char *cmd, const char *a, const char **path) {
+    if (a[0] == '-' && a[1]) { /* "-" alone is a path (it names no option) */
+        fprintf(stderr, "fucina %s: unknown option '%s'\n", cmd, a);
+        return -1;
+    }
+    if (*path) {
+        fprintf(stderr, "fucina %s: unexpected argument '%s' (the model is '%s')\n", cmd, a, *path);
+        return -1;
+    }
+    *path = a;
+    return 0;
+}
+
+fc_ctx *fc_cli_ctx_new(const char *cmd, const fc_cli_gen_args *g) {
+    char err[256];
+    const fc_ctx_options co = {.threads = g->threads};
+    fc_ctx *ctx = fc_ctx_new(g->threads > 0 ? &co : NULL, err, sizeof err);
+    if (!ctx) fprintf(stderr, "fucina %s: %s\n", cmd, err);
+    return ctx;
+}
+
+fc_llm_model *fc_cli_model_load(fc_ctx *ctx, const char *path, const fc_cli_gen_args *g) {
+    fc_cli_progress bar;
+    fc_cli_progress_init(&bar, "loading");
+    const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g->mmap};
+    fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
+    fc_cli_progress_done(&bar);
+    return m;
 }
 
 fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx) {

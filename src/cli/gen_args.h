@@ -26,6 +26,18 @@ fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
  * one, or the switch it contradicts: --mmap with --no-mmap) to stderr. */
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
 
+/* After the command's own options: a is the model path if it is the first
+ * positional argument (stored in *path, returns 0); -1 after printing
+ * "fucina CMD: ..." for an unknown option or a second positional argument. */
+int fc_cli_model_arg(const char *cmd, const char *a, const char **path);
+
+/* A context with g's --threads; NULL after printing "fucina CMD: WHY". */
+fc_ctx *fc_cli_ctx_new(const char *cmd, const fc_cli_gen_args *g);
+
+/* Loads the model as g's --mmap / --no-mmap say, with a progress bar on a
+ * terminal; NULL + error in ctx. */
+fc_llm_model *fc_cli_model_load(fc_ctx *ctx, const char *path, const fc_cli_gen_args *g);
+
 /* A session of n_ctx positions with the KV type of g; NULL + error in ctx. */
 fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx);
 

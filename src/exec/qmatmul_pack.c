@@ -116,61 +116,66 @@ static int packed_kernels(uint32_t wtype, qp_kernels *k)
     return 0;
 }
 
-/* q4_0 -> packed groups (layout in registry/quant_packed.yaml). A last,
- * partial group repeats row n-1: the kernel always reads 16 rows, and the
- * surplus columns are never stored. */
-static void pack_q4_0(const fc_qweights *q)
+/* One block of weight row r (0..15 in its group) into its group's block. */
+typedef void (*qp_pack_block_fn)(const unsigned char *src, unsigned char *dst, int r);
+
+/* The walk every format shares: group g's block b holds block b of rows
+ * 16g .. 16g+15, each packed by `block` at its row's place. A last, partial
+ * group repeats row n-1: the kernel always reads 16 rows, and the surplus
+ * columns are never stored. */
+static void pack_groups(const fc_qweights *q, size_t block_elems, size_t src_block, size_t group_block,
+                        qp_pack_block_fn block)
 {
-    size_t nb = (size_t)q->k / 32;
+    size_t nb = (size_t)q->k / block_elems;
     for (int64_t g = 0; g < q->ngroups; g++) {
         unsigned char *gp = q->packed + (size_t)g * q->group_bytes;
         for (int r = 0; r < QP_ROWS; r++) {
             int64_t row = g * QP_ROWS + r < q->n ? g * QP_ROWS + r : q->n - 1;
             const unsigned char *src = (const unsigned char *)q->w + (size_t)row * q->w_row_bytes;
-            for (size_t b = 0; b < nb; b++) {
-                fcq_block_q4_0 x;
-                memcpy(&x, src + b * sizeof x, sizeof x);
-                unsigned char *dst = gp + b * QP_Q4_0_GROUP_BLOCK;
-                float d = fc_f16_to_f32((fc_f16){x.d});
-                memcpy(dst + 4 * r, &d, 4);
-                /* element e's nibble: qs[e] low (e < 16), qs[e-16] high */
-                unsigned char u[32];
-                for (int l = 0; l < 16; l++) {
-                    u[l] = x.qs[l] & 0xF;
-                    u[l + 16] = x.qs[l] >> 4;
-                }
-                for (int p = 0; p < 4; p++)
-                    for (int t = 0; t < 4; t++)
-                        dst[64 + 64 * p + 4 * r + t] = (unsigned char)(u[8 * p + t] | u[8 * p + 4 + t] << 4);
-            }
+            for (size_t b = 0; b < nb; b++) block(src + b * src_block, gp + b * group_block, r);
         }
     }
 }
 
-/* q8_0 -> packed groups: f32 scales, the -128 * quant-sum biases, quants
- * in 4-byte quads of the 16 rows. Partial last group as for q4_0. */
-static void pack_q8_0(const fc_qweights *q)
+/* The 32 nibbles u[e] of weight row r as the kernels read them: in 4 64-byte rows of
+ * 4-byte quads (one per weight row), quad byte t of row p holding elements
+ * 8p+t (low) and 8p+4+t (high). */
+static void put_nibbles(unsigned char *dst, int r, const unsigned char u[32])
 {
-    size_t nb = (size_t)q->k / 32;
-    for (int64_t g = 0; g < q->ngroups; g++) {
-        unsigned char *gp = q->packed + (size_t)g * q->group_bytes;
-        for (int r = 0; r < QP_ROWS; r++) {
-            int64_t row = g * QP_ROWS + r < q->n ? g * QP_ROWS + r : q->n - 1;
-            const unsigned char *src = (const unsigned char *)q->w + (size_t)row * q->w_row_bytes;
-            for (size_t b = 0; b < nb; b++) {
-                fcq_block_q8_0 x;
-                memcpy(&x, src + b * sizeof x, sizeof x);
-                unsigned char *dst = gp + b * QP_Q8_0_GROUP_BLOCK;
-                float d = fc_f16_to_f32((fc_f16){x.d});
-                int32_t s = 0;
-                for (int e = 0; e < 32; e++) s += x.qs[e];
-                s *= -128; /* undoes the activations' +128 */
-                memcpy(dst + 4 * r, &d, 4);
-                memcpy(dst + 64 + 4 * r, &s, 4);
-                for (int k = 0; k < 8; k++) memcpy(dst + 128 + 64 * k + 4 * r, x.qs + 4 * k, 4);
-            }
-        }
+    for (int p = 0; p < 4; p++)
+        for (int t = 0; t < 4; t++) dst[64 * p + 4 * r + t] = (unsigned char)(u[8 * p + t] | u[8 * p + 4 + t] << 4);
+}
+
+/* q4_0 -> packed groups (layout in registry/quant_packed.yaml): f32 scales,
+ * then the nibbles. */
+static void pack_q4_0_block(const unsigned char *src, unsigned char *dst, int r)
+{
+    fcq_block_q4_0 x;
+    memcpy(&x, src, sizeof x);
+    float d = fc_f16_to_f32((fc_f16){x.d});
+    memcpy(dst + 4 * r, &d, 4);
+    /* element e's nibble: qs[e] low (e < 16), qs[e-16] high */
+    unsigned char u[32];
+    for (int l = 0; l < 16; l++) {
+        u[l] = x.qs[l] & 0xF;
+        u[l + 16] = x.qs[l] >> 4;
     }
+    put_nibbles(dst + 64, r, u);
+}
+
+/* q8_0 -> packed groups: f32 scales, the -128 * quant-sum biases, quants
+ * in 4-byte quads of the 16 rows. */
+static void pack_q8_0_block(const unsigned char *src, unsigned char *dst, int r)
+{
+    fcq_block_q8_0 x;
+    memcpy(&x, src, sizeof x);
+    float d = fc_f16_to_f32((fc_f16){x.d});
+    int32_t s = 0;
+    for (int e = 0; e < 32; e++) s += x.qs[e];
+    s *= -128; /* undoes the activations' +128 */
+    memcpy(dst + 4 * r, &d, 4);
+    memcpy(dst + 64 + 4 * r, &s, 4);
+    for (int k = 0; k < 8; k++) memcpy(dst + 128 + 64 * k + 4 * r, x.qs + 4 * k, 4);
 }
 
 /* The 6-bit scale and min of sub-block s of a q4_K block (12 packed bytes). */
@@ -188,36 +193,23 @@ static void scale_min_k4(int s, const uint8_t *q, int *sc, int *m)
 /* q4_K -> packed groups: f32 d and dmin, the 6-bit scales as bytes and the
  * mins as int16 pairs (pre-decoded: no bit games in the kernel), each
  * sub-block's nibbles laid out like a q4_0 block. */
-static void pack_q4_K(const fc_qweights *q)
+static void pack_q4_K_block(const unsigned char *src, unsigned char *dst, int r)
 {
-    size_t nb = (size_t)q->k / 256;
-    for (int64_t g = 0; g < q->ngroups; g++) {
-        unsigned char *gp = q->packed + (size_t)g * q->group_bytes;
-        for (int r = 0; r < QP_ROWS; r++) {
-            int64_t row = g * QP_ROWS + r < q->n ? g * QP_ROWS + r : q->n - 1;
-            const unsigned char *src = (const unsigned char *)q->w + (size_t)row * q->w_row_bytes;
-            for (size_t b = 0; b < nb; b++) {
-                fcq_block_q4_K x;
-                memcpy(&x, src + b * sizeof x, sizeof x);
-                unsigned char *dst = gp + b * QP_Q4_K_GROUP_BLOCK;
-                float d = fc_f16_to_f32((fc_f16){x.d}), dm = fc_f16_to_f32((fc_f16){x.dmin});
-                memcpy(dst + 4 * r, &d, 4);
-                memcpy(dst + 64 + 4 * r, &dm, 4);
-                for (int s = 0; s < 8; s++) {
-                    int sc, m;
-                    scale_min_k4(s, x.scales, &sc, &m);
-                    dst[128 + 16 * s + r] = (unsigned char)sc;
-                    int16_t m16 = (int16_t)m;
-                    memcpy(dst + 256 + 64 * (s / 2) + 4 * r + 2 * (s % 2), &m16, 2);
-                    /* sub-block s: low (s even) or high (s odd) nibbles of qs[32 (s/2) ..] */
-                    unsigned char u[32];
-                    for (int l = 0; l < 32; l++) u[l] = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
-                    for (int p = 0; p < 4; p++)
-                        for (int t = 0; t < 4; t++)
-                            dst[512 + 256 * s + 64 * p + 4 * r + t] = (unsigned char)(u[8 * p + t] | u[8 * p + 4 + t] << 4);
-                }
-            }
-        }
+    fcq_block_q4_K x;
+    memcpy(&x, src, sizeof x);
+    float d = fc_f16_to_f32((fc_f16){x.d}), dm = fc_f16_to_f32((fc_f16){x.dmin});
+    memcpy(dst + 4 * r, &d, 4);
+    memcpy(dst + 64 + 4 * r, &dm, 4);
+    for (int s = 0; s < 8; s++) {
+        int sc, m;
+        scale_min_k4(s, x.scales, &sc, &m);
+        dst[128 + 16 * s + r] = (unsigned char)sc;
+        int16_t m16 = (int16_t)m;
+        memcpy(dst + 256 + 64 * (s / 2) + 4 * r + 2 * (s % 2), &m16, 2);
+        /* sub-block s: low (s even) or high (s odd) nibbles of qs[32 (s/2) ..] */
+        unsigned char u[32];
+        for (int l = 0; l < 32; l++) u[l] = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
+        put_nibbles(dst + 512 + 256 * s, r, u);
     }
 }
 
@@ -248,9 +240,9 @@ int fc_qweights_prepare(fc_qweights **out, const void *w, uint32_t wtype, int64_
             free(q);
             return fail(err, errlen, "fc_qweights_prepare: out of memory for the packed copy");
         }
-        if (wtype == FCQ_Q4_0) pack_q4_0(q);
-        else if (wtype == FCQ_Q8_0) pack_q8_0(q);
-        else pack_q4_K(q);
+        if (wtype == FCQ_Q4_0) pack_groups(q, 32, sizeof(fcq_block_q4_0), QP_Q4_0_GROUP_BLOCK, pack_q4_0_block);
+        else if (wtype == FCQ_Q8_0) pack_groups(q, 32, sizeof(fcq_block_q8_0), QP_Q8_0_GROUP_BLOCK, pack_q8_0_block);
+        else pack_groups(q, 256, sizeof(fcq_block_q4_K), QP_Q4_K_GROUP_BLOCK, pack_q4_K_block);
     }
     *out = q;
     return 0;
