@@ -160,9 +160,12 @@ static size_t gcd(size_t a, size_t b)
     return a;
 }
 
-static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
+/* The task geometry of one product (everything but its buffers): nw is the
+ * thread count it is split for. Returns the rows of A with the zero rows
+ * under the last tile (the quantized A buffer's height). */
+static size_t int_job_init(int_job *j, const fc_qmatmul_args *g, const fc_qm_plan *p, int nw)
 {
-    int_job j = {.g = g, .p = p};
+    *j = (int_job){.g = g, .p = p};
     size_t m = (size_t)g->m, n = (size_t)g->n, k = (size_t)g->k;
     size_t mr_max = p->tile[0].mr, nr_max = 0, nr_lcm = 1;
     for (int t = 0; t < p->ntiles; t++) {
@@ -170,11 +173,8 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
         nr_max = nr > nr_max ? nr : nr_max;
         nr_lcm = nr_lcm / gcd(nr_lcm, nr) * nr;
     }
-    j.nb = k / p->wt->block_elems;
-    j.a_row = fcq_row_bytes(p->at, k);
-    size_t mpad = m + mr_max; /* zero rows under the last tile */
-    int nw = nworkers(w);
-    if (g->m * g->n * g->k < QM_SERIAL_MACS) w = NULL, nw = 1;
+    j->nb = k / p->wt->block_elems;
+    j->a_row = fcq_row_bytes(p->at, k);
 
     /* Tasks: W rows in groups of about QM_W_TASK_BYTES (multiples of every
      * NR), at least 4 groups per thread at small M so that dynamic claiming
@@ -182,18 +182,39 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
      * is one kernel call over all of K, so none of this changes bits. */
     size_t wt = QM_W_TASK_BYTES / g->w_row_bytes / nr_lcm * nr_lcm;
     if (wt < nr_lcm) wt = nr_lcm;
-    j.m_task = m > 2 * QM_M_TASK ? round_up(QM_M_TASK, mr_max) : m; /* whole MR tiles per task */
-    j.n_mtasks = (int64_t)((m + j.m_task - 1) / j.m_task);
-    size_t want = (size_t)nw * 4 / (size_t)j.n_mtasks;
+    j->m_task = m > 2 * QM_M_TASK ? round_up(QM_M_TASK, mr_max) : m; /* whole MR tiles per task */
+    j->n_mtasks = (int64_t)((m + j->m_task - 1) / j->m_task);
+    size_t want = (size_t)nw * 4 / (size_t)j->n_mtasks;
     if (nw > 1 && want > 1 && (n + wt - 1) / wt < want) {
         size_t t = round_up((n + want - 1) / want, nr_lcm);
         wt = t < wt ? t : wt;
     }
-    j.w_task = wt;
-    j.n_ntasks = (int64_t)((n + wt - 1) / wt);
+    j->w_task = wt;
+    j->n_ntasks = (int64_t)((n + wt - 1) / wt);
+    j->wedge_bytes = round_up(nr_max * g->w_row_bytes, 64);
+    j->scratch_stride = j->wedge_bytes + round_up(mr_max * nr_max * sizeof(float), 64);
+    j->q_rows = 4;
+    return m + mr_max;
+}
 
-    j.wedge_bytes = round_up(nr_max * g->w_row_bytes, 64);
-    j.scratch_stride = j.wedge_bytes + round_up(mr_max * nr_max * sizeof(float), 64);
+/* Quantize A into j->qa (mpad rows, the ones past m zero), on the pool when
+ * M is large. */
+static void int_job_quantize(fc_workers *w, int_job *j, size_t mpad)
+{
+    const size_t m = (size_t)j->g->m;
+    memset(j->qa + m * j->a_row, 0, (mpad - m) * j->a_row);
+    int64_t qchunks = (j->g->m + j->q_rows - 1) / j->q_rows;
+    if (w && j->g->m >= 16) fc_workers_run(w, qchunks, quant_chunk, j);
+    else
+        for (int64_t c = 0; c < qchunks; c++) quant_chunk(j, c, 0);
+}
+
+static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
+{
+    int nw = nworkers(w);
+    if (g->m * g->n * g->k < QM_SERIAL_MACS) w = NULL, nw = 1;
+    int_job j;
+    size_t mpad = int_job_init(&j, g, p, nw);
     size_t qa_bytes = round_up(mpad * j.a_row, 64);
     fc_gemm_scratch *scr = fc_gemm_scratch_acquire();
     unsigned char *mem = scr ? fc_gemm_scratch_bytes(scr, qa_bytes + j.scratch_stride * (size_t)nw) : NULL;
@@ -203,13 +224,7 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
     }
     j.qa = mem;
     j.scratch = mem + qa_bytes;
-    memset(j.qa + m * j.a_row, 0, (mpad - m) * j.a_row);
-
-    j.q_rows = 4;
-    int64_t qchunks = (g->m + j.q_rows - 1) / j.q_rows;
-    if (w && g->m >= 16) fc_workers_run(w, qchunks, quant_chunk, &j);
-    else
-        for (int64_t c = 0; c < qchunks; c++) quant_chunk(&j, c, 0);
+    int_job_quantize(w, &j, mpad);
 
     int64_t tasks = j.n_ntasks * j.n_mtasks;
     if (w && tasks > 1) fc_workers_run(w, tasks, tile_task, &j);
@@ -217,6 +232,22 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
         for (int64_t t = 0; t < tasks; t++) tile_task(&j, t, 0);
     fc_gemm_scratch_release(scr);
     return 0;
+}
+
+/* Several products over one A: their tasks in one loop, product after
+ * product (task t of the loop: the product whose range holds it). */
+typedef struct multi_job {
+    int_job *jobs;
+    int64_t *first; /* first loop task of each product; first[n] = total */
+    int n;
+} multi_job;
+
+static void multi_task(void *arg, int64_t task, int worker)
+{
+    const multi_job *mj = arg;
+    int i = 0;
+    while (task >= mj->first[i + 1]) i++;
+    tile_task(&mj->jobs[i], task - mj->first[i], worker);
 }
 
 /* ---- decode fallback ------------------------------------------------------------------ */
@@ -304,4 +335,56 @@ int fc_qmatmul(fc_workers *w, const fc_qmatmul_args *g)
     fc_qm_plan p;
     if (fc_qm_plan_for(g->wtype, &p) != 0) return -1;
     return p.ntiles ? run_int(w, g, &p) : run_decode(w, g, &p);
+}
+
+int fc_qmatmul_multi(fc_workers *w, const fc_qmatmul_args *g, int n)
+{
+    enum { MAX = 8 };
+    fc_qm_plan p[MAX];
+    int fused = n >= 2 && n <= MAX;
+    for (int i = 0; i < n && fused; i++) {
+        if (fc_qmatmul_check(&g[i], NULL, 0) != 0) return -1;
+        fused = g[i].m == g[0].m && g[i].k == g[0].k && g[i].a == g[0].a && g[i].lda == g[0].lda && g[i].m > 0 &&
+                g[i].n > 0 && g[i].k > 0 && fc_qm_plan_for(g[i].wtype, &p[i]) == 0 && p[i].ntiles > 0 &&
+                p[i].at == p[0].at && p[i].quant == p[0].quant;
+    }
+    if (!fused) {
+        for (int i = 0; i < n; i++)
+            if (fc_qmatmul(w, &g[i]) != 0) return -1;
+        return 0;
+    }
+    int64_t macs = 0;
+    for (int i = 0; i < n; i++) macs += g[i].m * g[i].n * g[i].k;
+    int nw = nworkers(w);
+    if (macs < QM_SERIAL_MACS) w = NULL, nw = 1;
+    int_job jobs[MAX];
+    int64_t first[MAX + 1] = {0};
+    size_t mpad = 0, stride = 0;
+    for (int i = 0; i < n; i++) {
+        size_t mp = int_job_init(&jobs[i], &g[i], &p[i], nw);
+        mpad = mp > mpad ? mp : mpad;
+        stride = jobs[i].scratch_stride > stride ? jobs[i].scratch_stride : stride;
+        first[i + 1] = first[i] + jobs[i].n_ntasks * jobs[i].n_mtasks;
+    }
+    /* one quantized A (the same partner format) and one set of per-worker
+     * scratch slots, each as large as the largest product needs */
+    size_t qa_bytes = round_up(mpad * jobs[0].a_row, 64);
+    fc_gemm_scratch *scr = fc_gemm_scratch_acquire();
+    unsigned char *mem = scr ? fc_gemm_scratch_bytes(scr, qa_bytes + stride * (size_t)nw) : NULL;
+    if (!mem) {
+        fc_gemm_scratch_release(scr);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        jobs[i].qa = mem;
+        jobs[i].scratch = mem + qa_bytes;
+        jobs[i].scratch_stride = stride;
+    }
+    int_job_quantize(w, &jobs[0], mpad);
+    multi_job mj = {jobs, first, n};
+    if (w && first[n] > 1) fc_workers_run(w, first[n], multi_task, &mj);
+    else
+        for (int64_t t = 0; t < first[n]; t++) multi_task(&mj, t, 0);
+    fc_gemm_scratch_release(scr);
+    return 0;
 }

@@ -52,6 +52,13 @@ int fc_qmatmul_check(const fc_qmatmul_args *g, char *err, size_t errlen);
  * fallback path the f32 GEMM allocates its own scratch per chunk, and if
  * that fails part of C may have been written. `w` may be NULL (one thread). */
 int fc_qmatmul(fc_workers *w, const fc_qmatmul_args *g);
+/* n products over one A (every g[i] with the same m, k, a and lda): A is
+ * quantized once and the tasks of all of them run in one parallel loop, so
+ * a decode step's Q/K/V (or gate/up) projections make one fork/join instead
+ * of n. Each C element is the same kernel call as fc_qmatmul's: the same
+ * bits. Formats without an integer kernel, or with different activation
+ * partners, run as n fc_qmatmul calls. 0, or -1 (bad arguments, no memory). */
+int fc_qmatmul_multi(fc_workers *w, const fc_qmatmul_args *g, int n);
 
 /* Which path fc_qmatmul takes for a format on this CPU now: "int 4x4/1x4"
  * (the integer path with its qgemm tile MR x NR, used for whole MR-row

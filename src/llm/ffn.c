@@ -10,7 +10,9 @@ fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L,
     case FC_LLM_ARCH_QWEN3: break;
     case FC_LLM_ARCH_QWEN3MOE: return fc_llm_moe_ffn(ctx, m, L, h);
     }
-    fc_tensor *g = fc_linear(ctx, h, L->gate, NULL), *u = fc_linear(ctx, h, L->up, NULL);
+    fc_tensor *gu[2] = {NULL, NULL};
+    if (!h || !fc_llm_linear_n(ctx, h, (fc_tensor *const[]){L->gate, L->up}, 2, gu)) return NULL;
+    fc_tensor *g = gu[0], *u = gu[1];
     fc_llm_prefetch(ctx, L->down); /* over the swiglu */
     return fc_linear(ctx, fc_swiglu(ctx, g, u), L->down, NULL);
 }

@@ -33,6 +33,11 @@ struct fc_llm_model {
 /* The FFN block of layer L (src/llm/ffn.c): h [seq, embd] -> [seq, embd];
  * dense or mixture of experts by the architecture. */
 fc_tensor *fc_llm_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
+/* out[i] = fc_linear(ctx, h, w[i], NULL) for i < n (n <= 8). For one row of
+ * h and block-quantized weights: one quantized product for all of them
+ * (exec/qmatmul.h fc_qmatmul_multi: h quantized once, one fork/join), the
+ * same bits. 1, or 0 with the error in ctx. */
+int fc_llm_linear_n(fc_ctx *ctx, fc_tensor *h, fc_tensor *const *w, int n, fc_tensor **out);
 /* Decode reads every weight once per token: before a stretch of serial
  * steps (norms, rope, attention bookkeeping, swiglu) the forward posts the
  * first LLM_PREFETCH_BYTES of the next matmul's weights to an idle worker

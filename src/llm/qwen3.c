@@ -20,9 +20,12 @@
  * attention runs per segment over its sequence's cache rows. The public
  * entry points (validation) are in src/llm/session.c. */
 #include <math.h>
+#include <string.h>
 
 #include "exec/ctx.h"
+#include "exec/qmatmul.h"
 #include "exec/workers.h"
+#include "fucina/autograd.h"
 #include "fucina/nn.h"
 #include "fucina/ops.h"
 #include "fucina/shape_ops.h"
@@ -74,6 +77,38 @@ static fc_tensor *attend(fc_ctx *ctx, fc_llm_session *s, int64_t l, const fc_llm
     return fc_concat(ctx, s->parts, (int)n_seg, "seq");
 }
 
+int fc_llm_linear_n(fc_ctx *ctx, fc_tensor *h, fc_tensor *const *w, int n, fc_tensor **out) {
+    /* one row of h (decode) and block weights [out, embd] over h's last axis:
+     * one quantized product for all n; anything else: fc_linear each */
+    /* (not when h is on a gradient path: the fused product records no VJP) */
+    int fused = n <= 8 && fc_tensor_rank(h) == 2 && fc_tensor_dim(h, 0) == 1 && fc_tensor_dtype(h) == FC_F32 &&
+                fc_tensor_is_contiguous(h) && !(fc_grad_enabled() && fc_tensor_requires_grad(h));
+    for (int i = 0; i < n && fused; i++)
+        fused = fc_dtype_is_block(fc_tensor_dtype(w[i])) && fc_tensor_rank(w[i]) == 2 && fc_tensor_is_contiguous(w[i]) &&
+                fc_tensor_dim(w[i], 1) == fc_tensor_dim(h, 1) && !strcmp(fc_tensor_axis(w[i], 1), fc_tensor_axis(h, 1));
+    if (!fused) {
+        for (int i = 0; i < n; i++)
+            if (!(out[i] = fc_linear(ctx, h, w[i], NULL))) return 0;
+        return 1;
+    }
+    const int64_t k = fc_tensor_dim(h, 1);
+    fc_qmatmul_args g[8];
+    for (int i = 0; i < n; i++) {
+        const fc_dtype dt = fc_tensor_dtype(w[i]);
+        const int64_t nw = fc_tensor_dim(w[i], 0);
+        out[i] = fc_empty(ctx, FC_F32, FC_SHAPE({fc_tensor_axis(h, 0), 1}, {fc_tensor_axis(w[i], 0), nw}));
+        if (!out[i]) return 0;
+        g[i] = (fc_qmatmul_args){.m = 1, .n = nw, .k = k, .a = fc_tensor_data(h), .lda = k, .w = fc_tensor_data(w[i]),
+                                 .wtype = (uint32_t)fc_dtype_ggml_type(dt), .w_row_bytes = fc_dtype_row_bytes(dt, k),
+                                 .c = fc_tensor_data(out[i]), .ldc = nw};
+    }
+    if (fc_qmatmul_multi(fc_ctx_workers(ctx), g, n) != 0) {
+        fc_fail(ctx, FC_ERR_OOM, "fc_llm_forward: out of memory for the quantized projections' scratch");
+        return 0;
+    }
+    return 1;
+}
+
 void fc_llm_prefetch(fc_ctx *ctx, const fc_tensor *w) {
     const size_t n = fc_tensor_nbytes(w);
     fc_workers_prefetch(fc_ctx_workers(ctx), fc_tensor_data(w), n < LLM_PREFETCH_BYTES ? n : LLM_PREFETCH_BYTES);
@@ -100,9 +135,11 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
     for (int64_t l = 0; l < hp->n_layer && x; l++) {
         const fc_llm_layer *L = &m->layers[l];
         fc_tensor *h = fc_rmsnorm(ctx, x, L->attn_norm, "embd", eps);
-        fc_tensor *q = heads(ctx, fc_linear(ctx, h, L->wq, NULL), "q", "head", hp->n_head, hp->head_dim);
-        fc_tensor *k = heads(ctx, fc_linear(ctx, h, L->wk, NULL), "kv", "kv_head", hp->n_head_kv, hp->head_dim);
-        fc_tensor *v = heads(ctx, fc_linear(ctx, h, L->wv, NULL), "kv", "kv_head", hp->n_head_kv, hp->head_dim);
+        fc_tensor *qkv[3] = {NULL, NULL, NULL};
+        if (h) fc_llm_linear_n(ctx, h, (fc_tensor *const[]){L->wq, L->wk, L->wv}, 3, qkv);
+        fc_tensor *q = heads(ctx, qkv[0], "q", "head", hp->n_head, hp->head_dim);
+        fc_tensor *k = heads(ctx, qkv[1], "kv", "kv_head", hp->n_head_kv, hp->head_dim);
+        fc_tensor *v = heads(ctx, qkv[2], "kv", "kv_head", hp->n_head_kv, hp->head_dim);
         fc_llm_prefetch(ctx, L->wo); /* over the norms, rope and attention */
         q = fc_rope(ctx, fc_rmsnorm(ctx, q, L->q_norm, "d", eps), pos, &ro);
         fc_rope_options rk = ro;

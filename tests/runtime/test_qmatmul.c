@@ -405,3 +405,70 @@ Test(qmatmul, bad_args)
     cr_assert(fc_qmatmul(NULL, &g) == 0);
     cr_assert(c[0] == 0 && c[1] == 0 && c[2] == SENTINEL);
 }
+
+/* ---- fc_qmatmul_multi: several products over one A ------------------------------------- */
+
+/* Products over one A (K = 512 fits every format here): their C equal,
+ * bit for bit, separate fc_qmatmul calls on 1 thread — fused (same partner:
+ * q4_K + q6_K + q4_K, q8_0 + q4_0) or run one by one (q8_0 + q4_K: partners
+ * q8_0 and q8_K) — and nothing past each C's N columns is written. */
+Test(qmatmul, multi_equals_separate_products)
+{
+    static const fcq_type sets[][3] = {{FCQ_Q4_K, FCQ_Q6_K, FCQ_Q4_K}, {FCQ_Q8_0, FCQ_Q4_0}, {FCQ_Q8_0, FCQ_Q4_K}};
+    static const int nsets[] = {3, 2, 2};
+    static const int64_t ns[] = {37, 70, 16}, ms[] = {1, 3};
+    const int64_t k = 512, lda = k + 3;
+    fc_workers *two = fc_workers_new(2);
+    cr_assert(two);
+    fct_rng r = {fct_seed_of("qmatmul_multi")};
+    for (size_t si = 0; si < sizeof nsets / sizeof nsets[0]; si++)
+        for (size_t mi = 0; mi < 2; mi++) {
+            const int64_t m = ms[mi];
+            float *a = malloc((size_t)(m * lda) * sizeof(float));
+            cr_assert(a);
+            for (int64_t i = 0; i < m * lda; i++) a[i] = (float)fct_uniform(&r, -2, 2);
+            fc_qmatmul_args g[3];
+            unsigned char *w[3];
+            float *c1[3], *c2[3];
+            for (int i = 0; i < nsets[si]; i++) {
+                const fcq_traits *tr = fcq_traits_of(sets[si][i]);
+                cr_assert(tr->encode, "%s has no reference encoder", tr->name);
+                const int64_t n = ns[i], ldc = n + 5;
+                const size_t rb = fcq_row_bytes(tr, (size_t)k);
+                float *row = malloc((size_t)k * sizeof(float));
+                w[i] = malloc((size_t)n * rb);
+                c1[i] = malloc((size_t)(m * ldc) * sizeof(float));
+                c2[i] = malloc((size_t)(m * ldc) * sizeof(float));
+                cr_assert(row && w[i] && c1[i] && c2[i]);
+                for (int64_t j = 0; j < n; j++) {
+                    for (int64_t e = 0; e < k; e++) row[e] = (float)fct_uniform(&r, -1, 1);
+                    tr->encode(row, w[i] + (size_t)j * rb, (size_t)k);
+                }
+                free(row);
+                for (int64_t e = 0; e < m * ldc; e++) c1[i][e] = c2[i][e] = SENTINEL;
+                g[i] = (fc_qmatmul_args){.m = m, .n = n, .k = k, .a = a, .lda = lda, .w = w[i], .wtype = tr->type,
+                                         .w_row_bytes = rb, .c = c1[i], .ldc = ldc};
+                cr_assert(fc_qmatmul(NULL, &g[i]) == 0);
+                g[i].c = c2[i];
+            }
+            cr_assert(fc_qmatmul_multi(two, g, nsets[si]) == 0, "set %zu M=%lld", si, (long long)m);
+            for (int i = 0; i < nsets[si]; i++) {
+                cr_assert(memcmp(c1[i], c2[i], (size_t)(m * g[i].ldc) * sizeof(float)) == 0,
+                          "set %zu product %d (%s) M=%lld: fused differs from fc_qmatmul", si, i,
+                          fcq_traits_of(sets[si][i])->name, (long long)m);
+                for (int64_t row = 0; row < m; row++)
+                    for (int64_t j = g[i].n; j < g[i].ldc; j++)
+                        cr_assert(c2[i][row * g[i].ldc + j] == SENTINEL, "set %zu product %d: padding written", si, i);
+                free(w[i]), free(c1[i]), free(c2[i]);
+            }
+            free(a);
+        }
+    /* a bad product is an error, as for fc_qmatmul */
+    float a1[32] = {0}, c[4];
+    unsigned char wb[64] = {0};
+    fc_qmatmul_args bad[2] = {
+        {.m = 1, .n = 1, .k = 32, .a = a1, .lda = 32, .w = wb, .wtype = FCQ_Q8_0, .w_row_bytes = 34, .c = c, .ldc = 1},
+        {.m = 1, .n = 1, .k = 33, .a = a1, .lda = 33, .w = wb, .wtype = FCQ_Q8_0, .w_row_bytes = 34, .c = c + 1, .ldc = 1}};
+    cr_assert(fc_qmatmul_multi(two, bad, 2) == -1, "K = 33 is not a whole number of q8_0 blocks");
+    fc_workers_free(two);
+}
