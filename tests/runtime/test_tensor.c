@@ -342,17 +342,23 @@ Test(tensor, random_is_counter_based)
     fc_release(a); fc_release(b); fc_release(c); fc_release(g);
 }
 
+/* A default context made with the environment variable var set to value
+ * (unset again after). */
+static fc_ctx *ctx_with_env(const char *var, const char *value, char *err, size_t len)
+{
+    setenv(var, value, 1);
+    fc_ctx *c = fc_ctx_new(NULL, err, len);
+    unsetenv(var);
+    return c;
+}
+
 Test(tensor, bad_fucina_spin_us_fails_the_context)
 {
     char err[256] = "";
-    setenv("FUCINA_SPIN_US", "1ms", 1);
-    fc_ctx *c = fc_ctx_new(NULL, err, sizeof err);
-    unsetenv("FUCINA_SPIN_US");
+    fc_ctx *c = ctx_with_env("FUCINA_SPIN_US", "1ms", err, sizeof err);
     cr_expect_null(c);
     cr_expect(strstr(err, "FUCINA_SPIN_US") && strstr(err, "1ms"), "%s", err);
-    setenv("FUCINA_SPIN_US", "0", 1);
-    c = fc_ctx_new(NULL, err, sizeof err);
-    unsetenv("FUCINA_SPIN_US");
+    c = ctx_with_env("FUCINA_SPIN_US", "0", err, sizeof err);
     cr_assert(c, "%s", err);
     fc_ctx_free(c);
 }
@@ -360,17 +366,13 @@ Test(tensor, bad_fucina_spin_us_fails_the_context)
 Test(tensor, bad_fucina_threads_fails_the_context)
 {
     char err[256] = "";
-    setenv("FUCINA_THREADS", "two", 1);
-    fc_ctx *c = fc_ctx_new(NULL, err, sizeof err);
-    unsetenv("FUCINA_THREADS");
+    fc_ctx *c = ctx_with_env("FUCINA_THREADS", "two", err, sizeof err);
     cr_expect_null(c);
     cr_expect(strstr(err, "FUCINA_THREADS") && strstr(err, "two"), "%s", err);
     fc_ctx_options o = {.threads = -3};
     cr_expect_null(fc_ctx_new(&o, err, sizeof err));
     cr_expect(strstr(err, "threads"), "%s", err);
-    setenv("FUCINA_THREADS", "1", 1);
-    c = fc_ctx_new(NULL, err, sizeof err);
-    unsetenv("FUCINA_THREADS");
+    c = ctx_with_env("FUCINA_THREADS", "1", err, sizeof err);
     cr_assert(c, "%s", err);
     cr_expect_eq(fc_ctx_threads(c), 1);
     fc_ctx_free(c);

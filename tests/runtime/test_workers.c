@@ -185,6 +185,17 @@ typedef struct {
     _Atomic int bad_worker;
 } caller_job;
 
+/* A pool of n threads and a job over it, sums at zero. */
+static fc_workers *pool_with_job(int n, caller_job *j)
+{
+    fc_workers *w = fc_workers_new(n);
+    cr_assert_not_null(w);
+    *j = (caller_job){.w = w, .n_threads = n};
+    atomic_init(&j->sum, 0);
+    atomic_init(&j->bad_worker, 0);
+    return w;
+}
+
 static void add_chunk(void *p, int64_t c, int worker)
 {
     caller_job *j = p;
@@ -251,11 +262,8 @@ Test(workers, many_small_runs_back_to_back)
 /* Loops separated by pauses long enough for the workers to park. */
 Test(workers, runs_after_workers_park)
 {
-    fc_workers *w = fc_workers_new(4);
-    cr_assert_not_null(w);
-    caller_job j = {.w = w, .n_threads = 4};
-    atomic_init(&j.sum, 0);
-    atomic_init(&j.bad_worker, 0);
+    caller_job j;
+    fc_workers *w = pool_with_job(4, &j);
     fc_workers_set_spin(w, 100000); /* 0.1 ms: the 2 ms pauses park them */
     for (int r = 0; r < 20; r++) {
         nanosleep(&(struct timespec){0, 2000000}, NULL);
@@ -280,11 +288,8 @@ static double process_cpu_seconds(void)
  * 1 ms, or none) they burn at most a few. */
 Test(workers, idle_workers_park_after_their_spin)
 {
-    fc_workers *w = fc_workers_new(4);
-    cr_assert_not_null(w);
-    caller_job j = {.w = w, .n_threads = 4};
-    atomic_init(&j.sum, 0);
-    atomic_init(&j.bad_worker, 0);
+    caller_job j;
+    fc_workers *w = pool_with_job(4, &j);
     const uint64_t spins[] = {1000000, 0};
     for (size_t i = 0; i < N_ELEMS(spins); i++) {
         fc_workers_set_spin(w, spins[i]);
@@ -302,11 +307,8 @@ Test(workers, idle_workers_park_after_their_spin)
  * posted before, between and during loops) and never hold a loop up. */
 Test(workers, prefetch_hints_are_harmless)
 {
-    fc_workers *w = fc_workers_new(3);
-    cr_assert_not_null(w);
-    caller_job j = {.w = w, .n_threads = 3};
-    atomic_init(&j.sum, 0);
-    atomic_init(&j.bad_worker, 0);
+    caller_job j;
+    fc_workers *w = pool_with_job(3, &j);
     size_t n = (size_t)8 << 20;
     char *buf = malloc(n);
     cr_assert_not_null(buf);
