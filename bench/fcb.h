@@ -47,6 +47,9 @@ size_t fcb_dtype_size(const char *dtype);
 /* Fill n elements with finite values uniform in [lo, hi] (integers in
  * [-4, 4] for i8/i32), from `seed`; cheap for large n (a pattern is tiled). */
 int fcb_fill(const char *dtype, void *p, size_t n, double lo, double hi, uint64_t seed);
+/* Fill nbytes of block-quantized operands (weights and activations of the
+ * quantized kernels) with bytes whose every f16 and f32 field is normal. */
+void fcb_fill_block_bytes(void *p, size_t nbytes, uint64_t seed);
 /* A sum of up to 4096 evenly spaced elements, as doubles. */
 double fcb_checksum(const char *dtype, const void *p, size_t n);
 

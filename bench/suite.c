@@ -9,6 +9,7 @@
 #include "dispatch/dispatch.h"
 #include "fcb.h"
 #include "fucina/dispatch.h"
+#include "quant/quant.h"
 
 #define MAX_SIZES 32
 #define MAX_FILTERS 64
@@ -62,7 +63,8 @@ static void help(FILE *f)
             "                            [--compare-scalar] [--no-roofline] [--no-pin] [--list] [--json FILE]\n"
             "\n"
             "Times every arm of the generated bench table (fcb_arms[], one per kernel x dtype x ISA x tile)\n"
-            "on 64-byte aligned buffers of valid inputs (uniform in [0.5, 2]; integers in [-4, 4] for i8),\n"
+            "on 64-byte aligned buffers of valid inputs (uniform in [0.5, 2]; integers in [-4, 4] for i8;\n"
+            "quantized blocks of bytes 0x30-0x3B, so that every f16/f32 scale in them is a normal number),\n"
             "single-threaded and pinned. For each arm and size: median ns per call over R repeats (each\n"
             "repeat times enough calls to last --min-time), CV, GB/s and GFLOP/s from the family's traffic\n"
             "model, the fraction of the roofline measured at the start of the run (working set > LLC: the\n"
@@ -373,8 +375,14 @@ static void run_gemm_arm(suite *s, const fcb_arm *a)
         fprintf(stderr, "fucina-bench kernels: out of memory for %s\n", a->symbol);
         s->failed = 1;
     } else {
-        fcb_fill("f32", x, kc * mr, 0.5, 2.0, 5);
-        fcb_fill("f32", y, kc * nr, 0.5, 2.0, 6);
+        fcq_type bt;
+        if (fcq_type_parse(a->dtype, &bt)) { /* quantized tiles: blocks with normal scales */
+            fcb_fill_block_bytes(x, kc * mr * sizeof(float), 5);
+            fcb_fill_block_bytes(y, kc * nr * sizeof(float), 6);
+        } else {
+            fcb_fill("f32", x, kc * mr, 0.5, 2.0, 5);
+            fcb_fill("f32", y, kc * nr, 0.5, 2.0, 6);
+        }
         memset(z, 0, crows * ldc * sizeof(float));
         call_ctx c;
         memset(&c, 0, sizeof c);
