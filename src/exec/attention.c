@@ -458,12 +458,15 @@ static void zero_floats(float *x, int64_t n)
     if (n > 0) memset(x, 0, (size_t)n * sizeof(float));
 }
 
-/* gather the rows' Q (token-major) into qt, pack into A panels, reset state */
+/* gather the rows' Q (token-major) into qt, pack into A panels, reset
+ * state; dot rows read the scaled rows themselves: gathered straight into
+ * the rows' Q, no panels */
 static void rows_init(const attn_ctx *x, const attn_rows *rw, float *qt)
 {
     const fc_attn_args *a = x->a;
     const attn_plan *p = &x->p;
     const int64_t G = p->G, dk = p->dk, mr = p->mr;
+    if (p->dot_rows) qt = rw->qp;
     if (a->q_hs == dk) /* a token's G rows are contiguous: one call for them */
         for (int64_t t = 0; t < rw->nt; t++)
             x->kt->f32_scale((size_t)(G * dk), a->q + (rw->t0 + t) * a->q_ts + rw->g * G * dk, x->lscale,
@@ -472,7 +475,7 @@ static void rows_init(const attn_ctx *x, const attn_rows *rw, float *qt)
         for (int64_t r = 0; r < rw->R; r++)
             x->kt->f32_scale((size_t)dk, a->q + (rw->t0 + r / G) * a->q_ts + (rw->g * G + r % G) * a->q_hs,
                              x->lscale, qt + r * dk);
-    x->kt->f32_gemm_pack_a((size_t)rw->R, (size_t)dk, qt, (size_t)dk, rw->qp);
+    if (!p->dot_rows) x->kt->f32_gemm_pack_a((size_t)rw->R, (size_t)dk, qt, (size_t)dk, rw->qp);
     const int64_t rp = (rw->R + mr - 1) / mr * mr;
     for (int64_t r = 0; r < rp; r++) {
         rw->m[r] = -INFINITY;
@@ -993,8 +996,6 @@ static void split_chunk(void *arg, int64_t chunk, int worker)
             attn_rows r = {g, 0, a->n_q, a->n_q * G, sc.qp + g * rp * p->dk, sc.oacc + g * rp * p->dv_pad,
                            sc.m + g * rp, sc.l + g * rp, sc.init + g * rp / p->mr};
             rows_init(x, &r, sc.qt);
-            if (p->dot_rows) /* the scaled rows themselves, not packed */
-                memcpy(r.qp, sc.qt, (size_t)(r.R * p->dk) * sizeof(float));
         }
         for (int64_t kb = lo / bc; kb * bc <= hi; kb++) {
             const int64_t sa = kb * bc > lo ? kb * bc : lo;

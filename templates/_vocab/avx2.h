@@ -114,6 +114,15 @@ static inline float vf_hsum(vf_t v)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* Adjacent pairs (see scalar.h): swaps of pairs, of 64-bit halves, of
+ * 128-bit halves; lane 0 ends with the scalar loop's sum. */
+static inline float vf_hsum_pairs(vf_t v)
+{
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0xB1));
+    v = _mm256_add_ps(v, _mm256_permute_ps(v, 0x4E));
+    v = _mm256_add_ps(v, _mm256_permute2f128_ps(v, v, 0x01));
+    return _mm256_cvtss_f32(v);
+}
 static inline float vf_hmax(vf_t v)
 {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

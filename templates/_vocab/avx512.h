@@ -113,6 +113,17 @@ static inline float vf_hsum(vf_t v)
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
 }
+/* Adjacent pairs (see scalar.h): after level k lane 2^k j holds the sum of
+ * lanes 2^k j .. 2^k j + 2^k - 1, the neighbour brought in by a swap of
+ * pairs, of 64-bit halves, of 128-bit lanes, of 256-bit halves. */
+static inline float vf_hsum_pairs(vf_t v)
+{
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0xB1));
+    v = _mm512_add_ps(v, _mm512_permute_ps(v, 0x4E));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));
+    v = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4E));
+    return _mm512_cvtss_f32(v);
+}
 static inline float vf_hmax(vf_t v)
 {
     __m256 h = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));

@@ -131,6 +131,12 @@ static inline float vf_hsum(vf_t v)
     float32x4_t s = vaddq_f32(v, vextq_f32(v, v, 2));
     return vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 1);
 }
+/* Adjacent pairs (see scalar.h): (v0 + v1) + (v2 + v3). */
+static inline float vf_hsum_pairs(vf_t v)
+{
+    const float32x4_t s = vpaddq_f32(v, v);
+    return vgetq_lane_f32(s, 0) + vgetq_lane_f32(s, 1);
+}
 static inline float vf_hmax(vf_t v)
 {
     float32x4_t s = vf_max(v, vextq_f32(v, v, 2));

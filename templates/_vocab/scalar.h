@@ -16,6 +16,10 @@
  *   vf_maxnan(a,b)     NaN in either operand propagates
  *   vf_fma(a,b,c)      a*b+c rounded once
  *   vf_hsum(v)         lane sum in the fixed order of a pairwise tree over lanes
+ *   vf_hsum_pairs(v)   lane sum as `lanes[j] = lanes[2j] + lanes[2j+1]` repeated
+ *                      down to one lane (the fold of dot and dot_rows), in
+ *                      registers, with the scalar loop's bits (which of two
+ *                      NaN payloads survives is not fixed by C's + either)
  */
 #ifndef FCK_VOCAB_SCALAR_H
 #define FCK_VOCAB_SCALAR_H
@@ -72,6 +76,7 @@ static inline vf_mask_t vf_eq(vf_t a, vf_t b) { return a == b; }
 static inline vf_mask_t vf_isnan(vf_t a) { return a != a; }
 static inline vf_t vf_select(vf_mask_t m, vf_t a, vf_t b) { return m ? a : b; }
 static inline float vf_hsum(vf_t v) { return v; }
+static inline float vf_hsum_pairs(vf_t v) { return v; }
 static inline float vf_hmax(vf_t v) { return v; }
 static inline float vf_hmin(vf_t v) { return v; }
 static inline float vf_lane(vf_t v, int i) { (void)i; return v; }
