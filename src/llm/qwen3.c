@@ -132,9 +132,12 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
     const fc_attention_options ao = {
         .scale = 1.0 / sqrt((double)hp->head_dim), .causal = 1, .q_pos0 = 0, .head_axis = "head",
         .kv_head_axis = "kv_head"};
+    /* pre-norm residual steps: x + (block output) and the next norm are
+     * one pass (fc_rmsnorm_residual, the same bits as fc_add then
+     * fc_rmsnorm); h is the current block's normed input */
+    fc_tensor *h = x && hp->n_layer > 0 ? fc_rmsnorm(ctx, x, m->layers[0].attn_norm, "embd", eps) : NULL;
     for (int64_t l = 0; l < hp->n_layer && x; l++) {
         const fc_llm_layer *L = &m->layers[l];
-        fc_tensor *h = fc_rmsnorm(ctx, x, L->attn_norm, "embd", eps);
         fc_tensor *qkv[3] = {NULL, NULL, NULL};
         if (h) fc_llm_linear_n(ctx, h, (fc_tensor *const[]){L->wq, L->wk, L->wv}, 3, qkv);
         fc_tensor *q = heads(ctx, qkv[0], "q", "head", hp->n_head, hp->head_dim);
@@ -147,11 +150,18 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
         k = fc_rope(ctx, fc_rmsnorm(ctx, k, L->k_norm, "d", eps), pos, &rk);
         fc_tensor *a = attend(ctx, s, l, segs, n_seg, q, k, v, &ao);
         a = fc_merge_axes(ctx, a, FC_AXES("head", "d"), "q");
-        x = fc_add(ctx, x, fc_linear(ctx, a, L->wo, NULL));
+        fc_tensor *o = fc_linear(ctx, a, L->wo, NULL);
         fc_llm_ffn_prefetch(ctx, m, L);
-        h = fc_rmsnorm(ctx, x, L->ffn_norm, "embd", eps);
-        x = fc_add(ctx, x, fc_llm_ffn(ctx, m, L, h));
+        h = o ? fc_rmsnorm_residual(ctx, o, x, L->ffn_norm, "embd", eps, &x) : NULL;
+        if (!h) x = NULL;
+        fc_tensor *f = x ? fc_llm_ffn(ctx, m, L, h) : NULL;
         fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? m->layers[l + 1].wq : m->output);
+        if (!f) x = NULL;
+        else if (l + 1 < hp->n_layer) {
+            h = fc_rmsnorm_residual(ctx, f, x, m->layers[l + 1].attn_norm, "embd", eps, &x);
+            if (!h) x = NULL;
+        } else
+            x = fc_add(ctx, x, f);
     }
     const int want = which != FC_LLM_LOGITS_NONE && logits;
     /* LAST: the last row (callers pass LAST with one segment only; a batch
