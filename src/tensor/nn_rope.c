@@ -18,6 +18,56 @@
 
 #define OP "fc_rope"
 
+/* The last tables this thread built, with their whole input as the key:
+ * decode rotates q and k of every layer at the same position with the same
+ * parameters, and each table costs n_rot sin/cos per position (~2 us per
+ * call at n_rot = 128). Thread-local, so no lock and nothing shared between
+ * threads; small tables only, and not with freq_factors (their values would
+ * have to join the key). */
+#define ROPE_MEMO_POS 16
+#define ROPE_MEMO_FLOATS 1024
+static _Thread_local struct rope_memo {
+    int valid;
+    fc_rope_params p; /* freq_factors NULL */
+    int64_t n_tok, pos[ROPE_MEMO_POS];
+    float cos_tab[ROPE_MEMO_FLOATS], sin_tab[ROPE_MEMO_FLOATS];
+} rope_memo;
+
+static int memo_matches(const struct rope_memo *m, const fc_rope_params *p, const int64_t *pos, int64_t n_tok)
+{
+    /* field by field (the struct has padding); the floats are finite */
+    if (!m->valid || m->n_tok != n_tok || m->p.n_rot != p->n_rot || m->p.theta_base != p->theta_base ||
+        m->p.freq_scale != p->freq_scale || m->p.n_ctx_orig != p->n_ctx_orig || m->p.ext_factor != p->ext_factor ||
+        m->p.attn_factor != p->attn_factor || m->p.beta_fast != p->beta_fast || m->p.beta_slow != p->beta_slow ||
+        m->p.f64_angles != p->f64_angles)
+        return 0;
+    return memcmp(m->pos, pos, (size_t)n_tok * sizeof *pos) == 0;
+}
+
+/* fc_rope_cache_f32 through the memo: 0, or -2 on invalid parameters */
+static int rope_tables(const fc_rope_params *p, const int64_t *pos, int64_t n_tok, float *cos_tab, float *sin_tab)
+{
+    const int64_t half = p->n_rot / 2;
+    struct rope_memo *m = &rope_memo;
+    const int memo = !p->freq_factors && n_tok <= ROPE_MEMO_POS && n_tok * half <= ROPE_MEMO_FLOATS;
+    const size_t bytes = (size_t)(n_tok * half) * sizeof(float);
+    if (memo && memo_matches(m, p, pos, n_tok)) {
+        memcpy(cos_tab, m->cos_tab, bytes);
+        memcpy(sin_tab, m->sin_tab, bytes);
+        return 0;
+    }
+    const int rc = fc_rope_cache_f32(p, pos, n_tok, cos_tab, sin_tab, half);
+    if (rc == 0 && memo) {
+        m->p = *p;
+        m->n_tok = n_tok;
+        memcpy(m->pos, pos, (size_t)n_tok * sizeof *pos);
+        memcpy(m->cos_tab, cos_tab, bytes);
+        memcpy(m->sin_tab, sin_tab, bytes);
+        m->valid = 1;
+    }
+    return rc;
+}
+
 _Static_assert(sizeof(fc_rope_options) <= sizeof(((fcg_params *)0)->raw), "fc_rope_options fits a record");
 
 /* The backward record: operands x, positions and freq_factors (the user's
@@ -133,7 +183,7 @@ fc_tensor *fc_rope(fc_ctx *ctx, fc_tensor *x, fc_tensor *positions, const fc_rop
         for (int64_t i = 0; i < half; i++) ffv[i] = fp[i * ff->stride[0]];
         p.freq_factors = ffv;
     }
-    if (fc_rope_cache_f32(&p, pos, n_tok, cos_tab, sin_tab, half) != 0) {
+    if (rope_tables(&p, pos, n_tok, cos_tab, sin_tab) != 0) {
         fc_storage_release(st);
         return fc_fail(ctx, FC_ERR_INVALID_ARG, OP ": the rope parameters were rejected (axis \"%s\" of %s)",
                        x->axis[da], fct_describe(x, d1, sizeof d1));

@@ -261,6 +261,43 @@ Test(nn_golden, norms)
     done(ctx, live0);
 }
 
+/* The tables of the last call are reused only for the same parameters and
+ * positions: a sequence of calls that changes one input at a time, each
+ * against NeoX rotation computed here in double. */
+Test(nn, rope_reuses_tables_only_for_the_same_input)
+{
+    fc_ctx *ctx = mkctx(1);
+    uint64_t live0 = LIVE(ctx);
+    float xv[2 * 8];
+    for (int i = 0; i < 16; i++) xv[i] = (float)(0.25 * (i % 7) - 0.6);
+    fc_tensor *x = mk(ctx, FC_SHAPE({"seq", 1}, {"head", 2}, {"d", 8}), xv);
+    static const struct { int32_t pos; double theta, attn; int f64; } calls[] = {
+        {3, 10000, 0, 0}, {5, 10000, 0, 0}, {3, 500000, 0, 0}, {3, 10000, 0, 0},
+        {3, 10000, 2, 0}, {3, 10000, 0, 1}, {3, 10000, 0, 0}, {7, 10000, 0, 0}};
+    for (size_t c = 0; c < sizeof calls / sizeof *calls; c++) {
+        fc_tensor *pos = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", 1}), &calls[c].pos, sizeof calls[c].pos);
+        fc_rope_options o = {.style = FC_ROPE_STYLE_NEOX, .theta = calls[c].theta, .attn_factor = calls[c].attn,
+                             .f64_angles = calls[c].f64};
+        fc_tensor *y = fc_rope(ctx, x, pos, &o);
+        float want[16];
+        const double m = calls[c].attn != 0 ? calls[c].attn : 1.0;
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++) {
+                const double a = calls[c].pos * pow(calls[c].theta, -2.0 * i / 8.0);
+                const double x0 = xv[h * 8 + i], x1 = xv[h * 8 + i + 4];
+                want[h * 8 + i] = (float)(m * (x0 * cos(a) - x1 * sin(a)));
+                want[h * 8 + i + 4] = (float)(m * (x0 * sin(a) + x1 * cos(a)));
+            }
+        char what[64];
+        snprintf(what, sizeof what, "rope call %zu", c);
+        expect_golden(ctx, what, y, want, 1e-5, 1e-5);
+        fc_release(y);
+        fc_release(pos);
+    }
+    fc_release(x);
+    done(ctx, live0);
+}
+
 Test(nn_golden, rope)
 {
     fc_ctx *ctx = mkctx(1);
