@@ -131,8 +131,13 @@ typedef struct fc_llm_session_options {
     int64_t n_ctx;    /* positions per sequence; 0: the model's n_ctx_train */
     fc_dtype kv_type; /* FC_F16 (default), FC_F32 or FC_Q8_0 */
     int n_seq;        /* sequences with their own cache and position (1..4096); default 1 */
+    /* 0 (default): a one-token step of a dense model with quantized weights
+     * runs on rows the session owns, without tensor ops (the same bits,
+     * less time per token); 1: through the tensor ops, as batches do (the
+     * reference the tests compare it with). */
+    int tensor_decode;
 } fc_llm_session_options;
-/* {n_ctx 0, kv_type FC_F16, n_seq 1} */
+/* {n_ctx 0, kv_type FC_F16, n_seq 1, tensor_decode 0} */
 FC_API fc_llm_session_options fc_llm_session_default_options(void);
 /* A session with n_seq independent sequences, each with an n_ctx-position
  * cache of kv_type (opt NULL: the defaults). NULL + error naming the reason

@@ -14,6 +14,7 @@ void fc_llm_session_free(fc_llm_session *s) {
     free(s->pos);
     free(s->posv);
     free(s->parts);
+    free(s->step);
     free(s);
 }
 
@@ -45,7 +46,9 @@ fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const 
     s->pos = calloc((size_t)s->n_seq, sizeof *s->pos);
     s->posv = calloc((size_t)n_rows, sizeof *s->posv);
     s->parts = calloc((size_t)s->n_seq, sizeof *s->parts);
-    if (!s->pos || !s->posv || !s->parts) {
+    const size_t step_bytes = (fc_llm_decode_step_floats(hp) * sizeof(float) + 63) / 64 * 64;
+    s->step = o.tensor_decode ? NULL : aligned_alloc(64, step_bytes); /* NULL: no raw-row step */
+    if (!s->pos || !s->posv || !s->parts || (!o.tensor_decode && !s->step)) {
         fc_llm_session_free(s);
         return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
     }

@@ -51,6 +51,7 @@ struct fc_llm_session {
     /* per-eval scratch sized at creation, so an eval does not allocate */
     int32_t *posv;       /* max(n_ctx, n_seq) positions of the rows of one eval */
     fc_tensor **parts;   /* [n_seq] per-sequence attention outputs of a batch */
+    float *step;         /* fc_llm_decode_step's rows (decode_step.c), 64-byte aligned */
 };
 
 /* One sequence's run of rows in a forward: rows [row0, row0 + n) of the
@@ -66,5 +67,17 @@ typedef struct fc_llm_seg {
  * row (one segment only). */
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
                          const fc_token *tokens, fc_llm_logits which, float *logits);
+
+/* The one-token decode step on the session's own rows (src/llm/decode_step.c):
+ * the same kernels in the same order as the tensor path, so the same bits.
+ * _ok: whether the step applies (one segment of one token of a dense qwen3
+ * with block-quantized projections and output, f32 norms, an f16 or f32
+ * cache); _floats: the rows it needs; the step itself takes the token's
+ * embedding row x0 [n_embd], stores its K/V rows, advances the position
+ * and writes the logits (unless `which` is NONE). */
+int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg);
+size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp);
+fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *seg, const float *x0,
+                             fc_llm_logits which, float *logits);
 
 #endif

@@ -371,6 +371,61 @@ static void batch_equals_single(fc_dtype kv, int ns, int bitwise) {
     fc_llm_model_free(m);
 }
 
+/* One-token steps on the session's rows (default) against the same steps
+ * through tensor ops (tensor_decode): the logits of every step bitwise, so
+ * the K/V rows the raw step stores are the tensor path's too; then a prefill
+ * chunk after raw steps, and a rewind. Quantized weights (where the raw step
+ * applies), f16 and f32 caches. */
+static void decode_step_equals_tensor_path(fc_dtype wt, fc_dtype kv) {
+    char path[512], name[64];
+    snprintf(name, sizeof name, "step_%s.gguf", fc_dtype_name(wt));
+    fc_llm_model *m = make(name, wt, path, sizeof path);
+    const size_t rb = row_bytes(m);
+    size_t nt;
+    fc_token *toks = prompt_tokens(m, &nt);
+    fc_llm_session *raw = session(m, kv, 1, 64);
+    fc_llm_session_options o = fc_llm_session_default_options();
+    o.kv_type = kv;
+    o.n_ctx = 64;
+    o.tensor_decode = 1;
+    fc_llm_session *ref = fc_llm_session_new_ex(ctx, m, &o);
+    cr_assert_not_null(ref, "%s", fc_ctx_error(ctx));
+    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    float *a = malloc(3 * rb), *b = malloc(3 * rb);
+    cr_assert(a && b);
+    for (int k = 0; k < 2; k++) {
+        cr_assert_eq(fc_llm_session_eval_ex(ctx, raw, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_ex(ctx, ref, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        for (int step = 0; step < 6; step++) {
+            const fc_token t = toks[(5 + step) % (int)nt];
+            cr_assert_eq(fc_llm_session_eval_ex(ctx, raw, &t, 1, FC_LLM_LOGITS_LAST, a), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert_eq(fc_llm_session_eval_ex(ctx, ref, &t, 1, FC_LLM_LOGITS_LAST, b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert(!memcmp(a, b, rb), "%s weights, %s cache, pass %d step %d: the raw step differs from tensor ops",
+                      fc_dtype_name(wt), fc_dtype_name(kv), k, step);
+        }
+        /* a 3-token chunk (tensor path in both) over the raw steps' cache rows */
+        cr_assert_eq(fc_llm_session_eval(ctx, raw, toks + 1, 3, a), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval(ctx, ref, toks + 1, 3, b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(a, b, 3 * rb), "%s weights, %s cache: a chunk after raw steps differs", fc_dtype_name(wt),
+                  fc_dtype_name(kv));
+        cr_assert_eq(fc_llm_session_pos(raw), 14);
+        /* rewind both and run again */
+        cr_assert_eq(fc_llm_session_truncate(ctx, raw, 0), FC_OK);
+        cr_assert_eq(fc_llm_session_truncate(ctx, ref, 0), FC_OK);
+    }
+    (void)nv;
+    free(a);
+    free(b);
+    fc_llm_session_free(raw);
+    fc_llm_session_free(ref);
+    fc_tokens_free(toks);
+    fc_llm_model_free(m);
+}
+
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q8_0_f16) { decode_step_equals_tensor_path(FC_Q8_0, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_f32) { decode_step_equals_tensor_path(FC_Q4_K, FC_F32); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q6_K_f16) { decode_step_equals_tensor_path(FC_Q6_K, FC_F16); }
+
 /* 2 rows: the projections take the same skinny-GEMM path as 1 row (one dot
  * per output, whatever M), so the rows are bitwise those of single decodes */
 Test(llm_session, batch_2_decode_is_bitwise_single_decodes_f32) { batch_equals_single(FC_F32, 2, 1); }

@@ -1,0 +1,217 @@
+/* Fucina llm: the one-token decode step of a dense qwen3 on raw rows.
+ *
+ * Decode reads every weight once per token and is bound by memory; between
+ * the matmuls the calling thread works alone. Through the tensor layer each
+ * small step (a norm, a rope, a residual add, the cache store) is an op that
+ * makes a tensor, takes a pool buffer and the context lock and checks named
+ * axes: with caches cold from the weight stream, 3-5 us apiece, about 2 ms
+ * of a 20 ms token on a 28-layer model. This path runs the same kernels, in
+ * the same order and on the same values, on rows the session owns, so its
+ * results are the tensor path's bits (the tests compare batched decode,
+ * which takes the tensor path, with single decodes, which take this one).
+ *
+ * Taken for one segment of one token of a dense qwen3 whose projections and
+ * output are block-quantized, whose norm weights are f32 and whose KV cache
+ * is f16 or f32; anything else runs the tensor path (qwen3.c). The forward
+ * records no gradients either way (inference sessions). */
+#include <math.h>
+#include <string.h>
+
+#include "dispatch/dispatch.h"
+#include "exec/attention.h"
+#include "exec/ctx.h"
+#include "exec/qmatmul.h"
+#include "exec/rope.h"
+#include "exec/workers.h"
+#include "fucina/ops.h"
+#include "fucina/shape_ops.h"
+#include "llm/model.h"
+#include "llm/session.h"
+
+static int f32_row(const fc_tensor *t, int64_t n) {
+    return t && fc_tensor_dtype(t) == FC_F32 && fc_tensor_rank(t) == 1 && fc_tensor_dim(t, 0) == n &&
+           fc_tensor_is_contiguous(t);
+}
+
+static int block_matrix(const fc_tensor *w, int64_t rows, int64_t cols) {
+    return w && fc_dtype_is_block(fc_tensor_dtype(w)) && fc_tensor_rank(w) == 2 && fc_tensor_dim(w, 0) == rows &&
+           fc_tensor_dim(w, 1) == cols && fc_tensor_is_contiguous(w);
+}
+
+int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg) {
+    const fc_llm_model *m = s->m;
+    const fc_llm_hparams *hp = &m->hp;
+    if (n_seg != 1 || segs[0].n != 1 || !s->step) return 0;
+    switch (hp->arch) {
+    case FC_LLM_ARCH_QWEN3: break;
+    case FC_LLM_ARCH_QWEN3MOE: return 0;
+    }
+    if (s->kv.type != FC_F16 && s->kv.type != FC_F32) return 0;
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim) return 0;
+    if (!f32_row(m->output_norm, E) || !block_matrix(m->output, hp->n_vocab, E)) return 0;
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        const fc_llm_layer *L = &m->layers[l];
+        if (!f32_row(L->attn_norm, E) || !f32_row(L->ffn_norm, E) || !f32_row(L->q_norm, hp->head_dim) ||
+            !f32_row(L->k_norm, hp->head_dim) || !block_matrix(L->wq, Q, E) || !block_matrix(L->wk, KV, E) ||
+            !block_matrix(L->wv, KV, E) || !block_matrix(L->wo, E, Q) || !block_matrix(L->gate, F, E) ||
+            !block_matrix(L->up, F, E) || !block_matrix(L->down, E, F))
+            return 0;
+    }
+    return 1;
+}
+
+size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp) {
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    /* x h o f | q qn attn | k kn v | gate up act | cos sin */
+    return (size_t)(4 * E + 3 * Q + 3 * KV + 3 * F + hp->n_rot);
+}
+
+/* y[1, w rows] = a[1, cols] · wᵀ for n weights sharing a (one product) */
+static int project(fc_workers *wk, const float *a, int64_t cols, fc_tensor *const *w, float *const *y, int n) {
+    fc_qmatmul_args g[3];
+    for (int i = 0; i < n; i++) {
+        const fc_dtype dt = fc_tensor_dtype(w[i]);
+        const int64_t rows = fc_tensor_dim(w[i], 0);
+        g[i] = (fc_qmatmul_args){.m = 1, .n = rows, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w[i]),
+                                 .wtype = (uint32_t)fc_dtype_ggml_type(dt), .w_row_bytes = fc_dtype_row_bytes(dt, cols),
+                                 .c = y[i], .ldc = rows};
+    }
+    return n == 1 ? fc_qmatmul(wk, g) : fc_qmatmul_multi(wk, g, n);
+}
+
+/* per-head RMSNorm then RoPE of n_heads rows of hd (as fc_rmsnorm over "d"
+ * then fc_rope's direct path): x -> xn -> rotated in place */
+static int norm_rope(const fck_table *K, fc_workers *wk, const float *x, float *xn, int64_t n_heads, int64_t hd,
+                     const fc_tensor *w, float eps, int64_t n_rot, const float *cs, const float *sn) {
+    for (int64_t h = 0; h < n_heads; h++) K->f32_rmsnorm((size_t)hd, x + h * hd, fc_tensor_data(w), eps, xn + h * hd);
+    fc_rope_apply_args a;
+    memset(&a, 0, sizeof a);
+    a.n_tok = 1;
+    a.n_head = n_heads;
+    a.head_dim = hd;
+    a.n_rot = n_rot;
+    a.mode = FC_ROPE_NEOX;
+    a.cos_tab = cs;
+    a.sin_tab = sn;
+    a.cs_ts = n_rot / 2;
+    a.x = xn;
+    a.x_ts = n_heads * hd;
+    a.x_hs = hd;
+    a.y = xn;
+    a.y_ts = n_heads * hd;
+    a.y_hs = hd;
+    return fc_rope_apply_f32(wk, &a);
+}
+
+/* row pos of (layer, seq)'s K or V cache := r (f16: rounded once, as
+ * fc_copy_into) */
+static void cache_store(const fck_table *K, fc_llm_kv *kv, int64_t layer, int64_t seq, int is_v, const float *r,
+                        int64_t pos) {
+    fc_tensor *c = is_v ? kv->v[layer * kv->n_seq + seq] : kv->k[layer * kv->n_seq + seq];
+    const int64_t row = kv->n_kv_head * kv->head_dim;
+    if (kv->type == FC_F16) K->f32_to_f16((size_t)row, r, (fc_f16 *)fc_tensor_data(c) + pos * row);
+    else memcpy((float *)fc_tensor_data(c) + pos * row, r, (size_t)row * sizeof(float));
+    fc_storage_touch(c->storage);
+}
+
+fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *seg, const float *x0,
+                             fc_llm_logits which, float *logits) {
+    const fc_llm_model *m = s->m;
+    const fc_llm_hparams *hp = &m->hp;
+    const fck_table *K = fck_kernels();
+    fc_workers *wk = fc_ctx_workers(ctx);
+    const int64_t E = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NKV = hp->n_head_kv, F = hp->n_ff;
+    const int64_t Q = NH * hd, KV = NKV * hd, pos = seg->pos0;
+    const float eps = (float)hp->rms_eps;
+    float *x = s->step, *h = x + E, *o = h + E, *f = o + E;
+    float *q = f + E, *qn = q + Q, *att = qn + Q;
+    float *k = att + Q, *kn = k + KV, *v = kn + KV;
+    float *gt = v + KV, *up = gt + F, *act = up + F;
+    float *cs = act + F, *sn = cs + hp->n_rot / 2;
+    const char *oom = "fc_llm_forward: out of memory for the quantized projections' scratch";
+
+    /* the position's cos/sin tables, as fc_rope builds them */
+    fc_rope_params rp;
+    fc_rope_params_default(&rp, hp->n_rot);
+    rp.theta_base = (float)hp->rope_theta;
+    if (fc_rope_cache_f32(&rp, &pos, 1, cs, sn, hp->n_rot / 2) != 0) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: rope base %g rejected", hp->rope_theta);
+        return FC_ERR_INVALID_ARG;
+    }
+    memcpy(x, x0, (size_t)E * sizeof(float));
+    K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->layers[0].attn_norm), eps, h);
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        const fc_llm_layer *L = &m->layers[l];
+        if (project(wk, h, E, (fc_tensor *const[]){L->wq, L->wk, L->wv}, (float *const[]){q, k, v}, 3) != 0) goto nomem;
+        fc_llm_prefetch(ctx, L->wo); /* over the norms, rope and attention */
+        if (norm_rope(K, wk, q, qn, NH, hd, L->q_norm, eps, hp->n_rot, cs, sn) != 0 ||
+            norm_rope(K, wk, k, kn, NKV, hd, L->k_norm, eps, hp->n_rot, cs, sn) != 0) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the rotation was rejected (layer %lld)", (long long)l);
+            return FC_ERR_INVALID_ARG;
+        }
+        cache_store(K, &s->kv, l, seg->seq, 0, kn, pos);
+        cache_store(K, &s->kv, l, seg->seq, 1, v, pos);
+
+        /* attention over rows 0..pos of the cache (fc_attention's arguments
+         * for q [1, head, d] and the cache views) */
+        const fc_tensor *kc = s->kv.k[l * s->kv.n_seq + seg->seq], *vc = s->kv.v[l * s->kv.n_seq + seg->seq];
+        fc_attn_args a;
+        memset(&a, 0, sizeof a);
+        a.n_q = 1;
+        a.n_kv = pos + 1;
+        a.n_head = NH;
+        a.n_kv_head = NKV;
+        a.head_dim = hd;
+        a.head_dim_v = hd;
+        a.q = qn;
+        a.q_ts = Q;
+        a.q_hs = hd;
+        a.kv_type = s->kv.type == FC_F16 ? FC_ATTN_KV_F16 : FC_ATTN_KV_F32;
+        a.k = fc_tensor_data(kc);
+        a.k_ts = KV;
+        a.k_hs = hd;
+        a.v = fc_tensor_data(vc);
+        a.v_ts = KV;
+        a.v_hs = hd;
+        a.o = att;
+        a.o_ts = Q;
+        a.o_hs = hd;
+        a.scale = (float)(1.0 / sqrt((double)hd));
+        a.causal = 1;
+        a.q_pos0 = pos;
+        a.ws = fc_ctx_attn_workspace_acquire(ctx);
+        const int rc = fc_attention_f32(wk, &a);
+        fc_ctx_attn_workspace_release(ctx, a.ws);
+        if (rc == -1) goto nomem;
+        if (rc != 0) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the attention kernel rejected layer %lld", (long long)l);
+            return FC_ERR_INVALID_ARG;
+        }
+
+        if (project(wk, att, Q, (fc_tensor *const[]){L->wo}, (float *const[]){o}, 1) != 0) goto nomem;
+        fc_llm_ffn_prefetch(ctx, m, L);
+        K->f32_add((size_t)E, o, x, x); /* fc_rmsnorm_residual(o, x): s = o + x, then the norm of s */
+        K->f32_rmsnorm((size_t)E, x, fc_tensor_data(L->ffn_norm), eps, h);
+        if (project(wk, h, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){gt, up}, 2) != 0) goto nomem;
+        fc_llm_prefetch(ctx, L->down); /* over the swiglu */
+        K->f32_swiglu((size_t)F, gt, up, act);
+        if (project(wk, act, F, (fc_tensor *const[]){L->down}, (float *const[]){f}, 1) != 0) goto nomem;
+        fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? m->layers[l + 1].wq : m->output);
+        if (l + 1 < hp->n_layer) {
+            K->f32_add((size_t)E, f, x, x);
+            K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->layers[l + 1].attn_norm), eps, h);
+        } else {
+            K->f32_add((size_t)E, x, f, x); /* fc_add(x, f) */
+        }
+    }
+    if (which != FC_LLM_LOGITS_NONE && logits) {
+        K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->output_norm), eps, h);
+        if (project(wk, h, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0) goto nomem;
+    }
+    s->pos[seg->seq] += 1;
+    return FC_OK;
+nomem:
+    fc_fail(ctx, FC_ERR_OOM, "%s", oom);
+    return FC_ERR_OOM;
+}
