@@ -131,8 +131,8 @@ typedef struct fc_llm_session_options {
     int64_t n_ctx;    /* positions per sequence; 0: the model's n_ctx_train */
     fc_dtype kv_type; /* FC_F16 (default), FC_F32 or FC_Q8_0 */
     int n_seq;        /* sequences with their own cache and position (1..4096); default 1 */
-    /* 0 (default): a one-token step of a dense model with quantized weights
-     * runs on rows the session owns, without tensor ops (the same bits,
+    /* 0 (default): a one-token step of a dense model runs on rows the
+     * session owns, without tensor ops (the same bits,
      * less time per token); 1: through the tensor ops, as batches do (the
      * reference the tests compare it with). */
     int tensor_decode;

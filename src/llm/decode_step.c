@@ -11,15 +11,17 @@
  * which takes the tensor path, with single decodes, which take this one).
  *
  * Taken for one segment of one token of a dense qwen3 whose projections and
- * output are block-quantized, whose norm weights are f32 and whose KV cache
- * is f16 or f32; anything else runs the tensor path (qwen3.c). The forward
- * records no gradients either way (inference sessions). */
+ * output are row-major matrices (block-quantized, or f32/f16/bf16 for the
+ * float GEMM), whose norm weights are f32 and whose KV cache is f16 or f32;
+ * anything else runs the tensor path (qwen3.c). The forward records no
+ * gradients either way (inference sessions). */
 #include <math.h>
 #include <string.h>
 
 #include "dispatch/dispatch.h"
 #include "exec/attention.h"
 #include "exec/ctx.h"
+#include "exec/gemm.h"
 #include "exec/qmatmul.h"
 #include "exec/rope.h"
 #include "exec/workers.h"
@@ -33,9 +35,14 @@ static int f32_row(const fc_tensor *t, int64_t n) {
            fc_tensor_is_contiguous(t);
 }
 
-static int block_matrix(const fc_tensor *w, int64_t rows, int64_t cols) {
-    return w && fc_dtype_is_block(fc_tensor_dtype(w)) && fc_tensor_rank(w) == 2 && fc_tensor_dim(w, 0) == rows &&
-           fc_tensor_dim(w, 1) == cols && fc_tensor_is_contiguous(w);
+/* a projection the step can run: block-quantized (fc_qmatmul) or f32/f16/
+ * bf16 (the float GEMM), row-major [rows, cols] */
+static int matrix(const fc_tensor *w, int64_t rows, int64_t cols) {
+    if (!w || fc_tensor_rank(w) != 2 || fc_tensor_dim(w, 0) != rows || fc_tensor_dim(w, 1) != cols ||
+        !fc_tensor_is_contiguous(w))
+        return 0;
+    const fc_dtype dt = fc_tensor_dtype(w);
+    return fc_dtype_is_block(dt) || dt == FC_F32 || dt == FC_F16 || dt == FC_BF16;
 }
 
 int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg) {
@@ -49,13 +56,13 @@ int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64
     if (s->kv.type != FC_F16 && s->kv.type != FC_F32) return 0;
     const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
     if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim) return 0;
-    if (!f32_row(m->output_norm, E) || !block_matrix(m->output, hp->n_vocab, E)) return 0;
+    if (!f32_row(m->output_norm, E) || !matrix(m->output, hp->n_vocab, E)) return 0;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const fc_llm_layer *L = &m->layers[l];
         if (!f32_row(L->attn_norm, E) || !f32_row(L->ffn_norm, E) || !f32_row(L->q_norm, hp->head_dim) ||
-            !f32_row(L->k_norm, hp->head_dim) || !block_matrix(L->wq, Q, E) || !block_matrix(L->wk, KV, E) ||
-            !block_matrix(L->wv, KV, E) || !block_matrix(L->wo, E, Q) || !block_matrix(L->gate, F, E) ||
-            !block_matrix(L->up, F, E) || !block_matrix(L->down, E, F))
+            !f32_row(L->k_norm, hp->head_dim) || !matrix(L->wq, Q, E) || !matrix(L->wk, KV, E) ||
+            !matrix(L->wv, KV, E) || !matrix(L->wo, E, Q) || !matrix(L->gate, F, E) ||
+            !matrix(L->up, F, E) || !matrix(L->down, E, F))
             return 0;
     }
     return 1;
@@ -67,17 +74,38 @@ size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp) {
     return (size_t)(4 * E + 3 * Q + 3 * KV + 3 * F + hp->n_rot);
 }
 
-/* y[1, w rows] = a[1, cols] · wᵀ for n weights sharing a (one product) */
+/* y[1, w rows] = a[1, cols] · wᵀ for n weights sharing a, as the tensor
+ * path runs them: all block-quantized and more than one, one quantized
+ * product (fc_llm_linear_n's fused route); otherwise each alone, a block
+ * weight by fc_qmatmul and a float one by the GEMM with the arguments
+ * fc_linear's contraction passes (A [1, cols] row-major, B = wᵀ: stride 1
+ * along K, cols along N) */
 static int project(fc_workers *wk, const float *a, int64_t cols, fc_tensor *const *w, float *const *y, int n) {
     fc_qmatmul_args g[3];
+    int all_block = 1;
     for (int i = 0; i < n; i++) {
         const fc_dtype dt = fc_tensor_dtype(w[i]);
         const int64_t rows = fc_tensor_dim(w[i], 0);
-        g[i] = (fc_qmatmul_args){.m = 1, .n = rows, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w[i]),
-                                 .wtype = (uint32_t)fc_dtype_ggml_type(dt), .w_row_bytes = fc_dtype_row_bytes(dt, cols),
-                                 .c = y[i], .ldc = rows};
+        all_block &= fc_dtype_is_block(dt);
+        if (fc_dtype_is_block(dt))
+            g[i] = (fc_qmatmul_args){.m = 1, .n = rows, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w[i]),
+                                     .wtype = (uint32_t)fc_dtype_ggml_type(dt),
+                                     .w_row_bytes = fc_dtype_row_bytes(dt, cols), .c = y[i], .ldc = rows};
     }
-    return n == 1 ? fc_qmatmul(wk, g) : fc_qmatmul_multi(wk, g, n);
+    if (all_block && n > 1) return fc_qmatmul_multi(wk, g, n);
+    for (int i = 0; i < n; i++) {
+        const fc_dtype dt = fc_tensor_dtype(w[i]);
+        if (fc_dtype_is_block(dt)) {
+            if (fc_qmatmul(wk, &g[i]) != 0) return -1;
+            continue;
+        }
+        const int64_t rows = fc_tensor_dim(w[i], 0);
+        const fc_gemm_args f = {.m = 1, .n = rows, .k = cols, .a = a, .rsa = cols, .csa = 1, .b = fc_tensor_data(w[i]),
+                                .btype = dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32,
+                                .rsb = 1, .csb = cols, .c = y[i], .ldc = rows, .accumulate = 0};
+        if (fc_gemm_f32(wk, &f) != 0) return -1;
+    }
+    return 0;
 }
 
 /* per-head RMSNorm then RoPE of n_heads rows of hd (as fc_rmsnorm over "d"
@@ -129,7 +157,7 @@ fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *s
     float *k = att + Q, *kn = k + KV, *v = kn + KV;
     float *gt = v + KV, *up = gt + F, *act = up + F;
     float *cs = act + F, *sn = cs + hp->n_rot / 2;
-    const char *oom = "fc_llm_forward: out of memory for the quantized projections' scratch";
+    const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
     /* the position's cos/sin tables, as fc_rope builds them */
     fc_rope_params rp;

@@ -71,7 +71,8 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
 /* The one-token decode step on the session's own rows (src/llm/decode_step.c):
  * the same kernels in the same order as the tensor path, so the same bits.
  * _ok: whether the step applies (one segment of one token of a dense qwen3
- * with block-quantized projections and output, f32 norms, an f16 or f32
+ * with row-major block-quantized or f32/f16/bf16 projections and output,
+ * f32 norms, an f16 or f32
  * cache); _floats: the rows it needs; the step itself takes the token's
  * embedding row x0 [n_embd], stores its K/V rows, advances the position
  * and writes the logits (unless `which` is NONE). */

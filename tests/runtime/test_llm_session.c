@@ -374,8 +374,8 @@ static void batch_equals_single(fc_dtype kv, int ns, int bitwise) {
 /* One-token steps on the session's rows (default) against the same steps
  * through tensor ops (tensor_decode): the logits of every step bitwise, so
  * the K/V rows the raw step stores are the tensor path's too; then a prefill
- * chunk after raw steps, and a rewind. Quantized weights (where the raw step
- * applies), f16 and f32 caches. */
+ * chunk after raw steps, and a rewind. Quantized and float weights, f16 and
+ * f32 caches. */
 static void decode_step_equals_tensor_path(fc_dtype wt, fc_dtype kv) {
     char path[512], name[64];
     snprintf(name, sizeof name, "step_%s.gguf", fc_dtype_name(wt));
@@ -425,6 +425,8 @@ static void decode_step_equals_tensor_path(fc_dtype wt, fc_dtype kv) {
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_q8_0_f16) { decode_step_equals_tensor_path(FC_Q8_0, FC_F16); }
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_f32) { decode_step_equals_tensor_path(FC_Q4_K, FC_F32); }
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_q6_K_f16) { decode_step_equals_tensor_path(FC_Q6_K, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_f16) { decode_step_equals_tensor_path(FC_F16, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_f32_f32) { decode_step_equals_tensor_path(FC_F32, FC_F32); }
 
 /* 2 rows: the projections take the same skinny-GEMM path as 1 row (one dot
  * per output, whatever M), so the rows are bitwise those of single decodes */
