@@ -22,7 +22,10 @@
  * src/quant/, that fallback uses A unquantized.)
  *
  * Threads split the weight rows (each weight byte is read by one thread: at
- * M = 1 the product is a DRAM stream of W) and, for large M, the rows of A. */
+ * M = 1 the product is a DRAM stream of W) and, for large M, the rows of A.
+ * At M = 1 each thread streams a contiguous home range of W and then helps
+ * the others from the front of what they have left; otherwise tasks of
+ * about 128 KiB of W are claimed in turn. */
 #ifndef FC_EXEC_QMATMUL_H
 #define FC_EXEC_QMATMUL_H
 

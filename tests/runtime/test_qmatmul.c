@@ -26,7 +26,9 @@
  *
  * Shapes: M in {1, 3, 5, 17, 64}, N in {37, 70} (not multiples of any tile),
  * K of 1, 3 and 12 blocks, and M = 150 (row tasks) at N 37, K of 1 and 3 blocks, padded lda / ldc (padding must stay untouched);
- * 1 thread vs 2 threads bitwise; the forced decode path; bad arguments. */
+ * 1 thread vs 2 threads bitwise; the forced decode path; bad arguments.
+ * One activation row at parallel sizes (the home-range split) on 2, 3 and 5
+ * threads, bitwise against 1 thread, single and fused products. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -471,4 +473,76 @@ Test(qmatmul, multi_equals_separate_products)
         {.m = 1, .n = 1, .k = 33, .a = a1, .lda = 33, .w = wb, .wtype = FCQ_Q8_0, .w_row_bytes = 34, .c = c + 1, .ldc = 1}};
     cr_assert(fc_qmatmul_multi(two, bad, 2) == -1, "K = 33 is not a whole number of q8_0 blocks");
     fc_workers_free(two);
+}
+
+/* One activation row on several threads takes the home-range split
+ * (qmatmul.c: each thread streams a contiguous share of W in claims, then
+ * helps the others). Shapes large enough to run in parallel (past
+ * QM_SERIAL_MACS), N not a multiple of the tiles' NR nor of the claims, 2,
+ * 3 and 5 threads: every C element equals the 1-thread call's bit for bit,
+ * none is skipped (C starts as sentinels) and the ldc padding stays
+ * untouched; fused products (Q/K/V-like, mixed q4_K/q6_K) as well. */
+Test(qmatmul, one_row_home_ranges_equal_one_thread)
+{
+    static const fcq_type types[] = {FCQ_Q4_K, FCQ_Q6_K, FCQ_Q8_0, FCQ_Q4_0};
+    static const int64_t ns[] = {3001, 4099, 1027};
+    static const int nthreads[] = {2, 3, 5};
+    const int64_t k = 1024, lda = k + 7;
+    fct_rng r = {fct_seed_of("qmatmul_home_ranges")};
+    float *a = malloc((size_t)lda * sizeof(float));
+    cr_assert(a);
+    for (int64_t e = 0; e < lda; e++) a[e] = (float)fct_uniform(&r, -2, 2);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const fcq_traits *tr = fcq_traits_of(types[ti]);
+        /* three products: types[ti], then q6_K and types[ti] (the partner
+         * must match to fuse: q8_K formats together, q8_0 formats together) */
+        const fcq_type second = tr->dot_partner == FCQ_Q8_K ? FCQ_Q6_K : FCQ_Q8_0;
+        const fcq_type set[3] = {types[ti], second, types[ti]};
+        fc_qmatmul_args g[3];
+        unsigned char *w[3];
+        float *ref[3], *got[3];
+        for (int i = 0; i < 3; i++) {
+            const fcq_traits *t = fcq_traits_of(set[i]);
+            const int64_t n = ns[i], ldc = n + 3;
+            const size_t rb = fcq_row_bytes(t, (size_t)k);
+            float *row = malloc((size_t)k * sizeof(float));
+            w[i] = malloc((size_t)n * rb);
+            ref[i] = malloc((size_t)ldc * sizeof(float));
+            got[i] = malloc((size_t)ldc * sizeof(float));
+            cr_assert(row && w[i] && ref[i] && got[i]);
+            for (int64_t j = 0; j < n; j++) {
+                for (int64_t e = 0; e < k; e++) row[e] = (float)fct_uniform(&r, -1, 1);
+                t->encode(row, w[i] + (size_t)j * rb, (size_t)k);
+            }
+            free(row);
+            g[i] = (fc_qmatmul_args){.m = 1, .n = n, .k = k, .a = a, .lda = lda, .w = w[i], .wtype = t->type,
+                                     .w_row_bytes = rb, .c = ref[i], .ldc = ldc};
+            cr_assert(fc_qmatmul(NULL, &g[i]) == 0);
+        }
+        for (size_t pi = 0; pi < sizeof nthreads / sizeof nthreads[0]; pi++) {
+            fc_workers *pool = fc_workers_new(nthreads[pi]);
+            cr_assert(pool);
+            for (int fused = 0; fused < 2; fused++) {
+                for (int i = 0; i < 3; i++) {
+                    for (int64_t j = 0; j < g[i].ldc; j++) got[i][j] = SENTINEL;
+                    g[i].c = got[i];
+                }
+                if (fused) cr_assert(fc_qmatmul_multi(pool, g, 3) == 0);
+                else
+                    for (int i = 0; i < 3; i++) cr_assert(fc_qmatmul(pool, &g[i]) == 0);
+                for (int i = 0; i < 3; i++) {
+                    for (int64_t j = 0; j < g[i].n; j++)
+                        cr_assert(memcmp(&got[i][j], &ref[i][j], sizeof(float)) == 0,
+                                  "%s product %d (%s) N=%lld, %d threads%s: C[%lld] = %g, 1 thread %g", tr->name, i,
+                                  fcq_traits_of(set[i])->name, (long long)g[i].n, nthreads[pi],
+                                  fused ? ", fused" : "", (long long)j, got[i][j], ref[i][j]);
+                    for (int64_t j = g[i].n; j < g[i].ldc; j++)
+                        cr_assert(got[i][j] == SENTINEL, "%s product %d: padding written", tr->name, i);
+                }
+            }
+            fc_workers_free(pool);
+        }
+        for (int i = 0; i < 3; i++) free(w[i]), free(ref[i]), free(got[i]);
+    }
+    free(a);
 }
