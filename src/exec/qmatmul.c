@@ -34,6 +34,8 @@
  * (alternated); home ranges without the help, 2-4%. */
 #define QM_W_CLAIM_BYTES ((size_t)64 * 1024)
 #define QM_MAX_RANGES 64
+/* What a spinning helper reads of its first range while A is quantized. */
+#define QM_HELPER_WARM_BYTES ((size_t)16 * 1024)
 /* Weight rows decoded per chunk on the fallback path: fixed by the shape
  * (not the thread count), since the f32 GEMM's bits depend on its N. */
 #define QM_DEC_ROWS_SMALL_M 64
@@ -217,20 +219,25 @@ typedef struct range_job {
     int n, nr;
 } range_job;
 
-static void range_task(void *arg, int64_t home, int worker)
+static void range_task(void *arg, int64_t chunk, int worker)
 {
     const range_job *rj = arg;
+    /* home = the thread, not the chunk: run_ranges' hint warmed worker 1's
+     * range for worker 1 (a thread that runs a second chunk finds its home
+     * drained and helps the others: every range is drained either way) */
+    const int home = worker % rj->nr;
+    (void)chunk;
     size_t last = (size_t)-1;
     for (int i = 0; i < rj->n; i++)
         for (int k = 0; k < rj->nr; k++) {
             if (k > 0) last = (size_t)-1; /* another range: another stream */
-            drain_range(&rj->jobs[i], &rj->ranges[i * rj->nr + (int)((home + k) % rj->nr)], &last, worker);
+            drain_range(&rj->jobs[i], &rj->ranges[i * rj->nr + (home + k) % rj->nr], &last, worker);
         }
 }
 
 /* Split each product's rows into nr home ranges (edges at multiples of every
  * NR, the last range ending at N) and run them on the pool. */
-static void run_ranges(fc_workers *w, int_job *jobs, int n, int nr, w_range *ranges)
+static void split_ranges(const int_job *jobs, int n, int nr, w_range *ranges)
 {
     for (int i = 0; i < n; i++) {
         size_t rows = (size_t)jobs[i].g->n, align = jobs[i].w_align;
@@ -240,6 +247,20 @@ static void run_ranges(fc_workers *w, int_job *jobs, int n, int nr, w_range *ran
             ranges[i * nr + h].end = h == nr - 1 ? rows : b;
         }
     }
+}
+
+/* Before A is quantized (the threads wait for it): a spinning worker reads
+ * the head of worker 1's first range into its L2 meanwhile. */
+static void hint_helper(fc_workers *w, const int_job *jb, const w_range *ranges)
+{
+    const size_t wrb = jb->g->w_row_bytes, start = atomic_load_explicit(&ranges[1].next, memory_order_relaxed);
+    const size_t bytes = (ranges[1].end - start) * wrb;
+    fc_workers_prefetch(w, (const unsigned char *)jb->g->w + start * wrb,
+                        bytes < QM_HELPER_WARM_BYTES ? bytes : QM_HELPER_WARM_BYTES);
+}
+
+static void run_ranges(fc_workers *w, const int_job *jobs, int n, int nr, w_range *ranges)
+{
     range_job rj = {jobs, ranges, n, nr};
     fc_workers_run(w, nr, range_task, &rj);
 }
@@ -319,13 +340,17 @@ static int run_int(fc_workers *w, const fc_qmatmul_args *g, const fc_qm_plan *p)
     }
     j.qa = mem;
     j.scratch = mem + qa_bytes;
+    const int ranged = w && g->m == 1 && nw > 1 && nw <= QM_MAX_RANGES;
+    w_range ranges[QM_MAX_RANGES];
+    if (ranged) {
+        split_ranges(&j, 1, nw, ranges);
+        hint_helper(w, &j, ranges);
+    }
     int_job_quantize(w, &j, mpad);
 
     int64_t tasks = j.n_ntasks * j.n_mtasks;
-    if (w && g->m == 1 && nw > 1 && nw <= QM_MAX_RANGES) {
-        w_range ranges[QM_MAX_RANGES];
-        run_ranges(w, &j, 1, nw, ranges);
-    } else if (w && tasks > 1) fc_workers_run(w, tasks, tile_task, &j);
+    if (ranged) run_ranges(w, &j, 1, nw, ranges);
+    else if (w && tasks > 1) fc_workers_run(w, tasks, tile_task, &j);
     else
         for (int64_t t = 0; t < tasks; t++) tile_task(&j, t, 0);
     fc_gemm_scratch_release(scr);
@@ -478,12 +503,16 @@ int fc_qmatmul_multi(fc_workers *w, const fc_qmatmul_args *g, int n)
         jobs[i].scratch = mem + qa_bytes;
         jobs[i].scratch_stride = stride;
     }
+    const int ranged = w && g[0].m == 1 && nw > 1 && nw * n <= QM_MAX_RANGES;
+    w_range ranges[QM_MAX_RANGES];
+    if (ranged) {
+        split_ranges(jobs, n, nw, ranges);
+        hint_helper(w, &jobs[0], ranges);
+    }
     int_job_quantize(w, &jobs[0], mpad);
     multi_job mj = {jobs, first, n};
-    if (w && g[0].m == 1 && nw > 1 && nw * n <= QM_MAX_RANGES) {
-        w_range ranges[QM_MAX_RANGES];
-        run_ranges(w, jobs, n, nw, ranges);
-    } else if (w && first[n] > 1) fc_workers_run(w, first[n], multi_task, &mj);
+    if (ranged) run_ranges(w, jobs, n, nw, ranges);
+    else if (w && first[n] > 1) fc_workers_run(w, first[n], multi_task, &mj);
     else
         for (int64_t t = 0; t < first[n]; t++) multi_task(&mj, t, 0);
     fc_gemm_scratch_release(scr);
