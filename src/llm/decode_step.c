@@ -1,4 +1,4 @@
-/* Fucina llm: the one-token decode step of a dense qwen3 on raw rows.
+/* Fucina llm: the one-token decode step of a qwen3 (dense or qwen3moe) on raw rows.
  *
  * Decode reads every weight once per token and is bound by memory; between
  * the matmuls the calling thread works alone. Through the tensor layer each
@@ -10,9 +10,10 @@
  * results are the tensor path's bits (the tests compare batched decode,
  * which takes the tensor path, with single decodes, which take this one).
  *
- * Taken for one segment of one token of a dense qwen3 whose projections and
- * output are row-major matrices (block-quantized, or f32/f16/bf16 for the
- * float GEMM), whose norm weights are f32 and whose KV cache is f16 or f32;
+ * Taken for one segment of one token of a qwen3 or qwen3moe whose
+ * projections, experts, router and output are row-major matrices
+ * (block-quantized, or f32/f16/bf16 for the float GEMM), whose norm weights
+ * are f32 and whose KV cache is f16 or f32;
  * anything else runs the tensor path (qwen3.c). The forward records no
  * gradients either way (inference sessions). */
 #include <math.h>
@@ -45,33 +46,67 @@ static int matrix(const fc_tensor *w, int64_t rows, int64_t cols) {
     return fc_dtype_is_block(dt) || dt == FC_F32 || dt == FC_F16 || dt == FC_BF16;
 }
 
+/* the FFN of layer L as the step runs it: dense, or the experts of a
+ * mixture (router and every expert's three matrices) */
+static int ffn_ok(const fc_llm_hparams *hp, const fc_llm_layer *L) {
+    const int64_t E = hp->n_embd;
+    switch (hp->arch) {
+    case FC_LLM_ARCH_QWEN3:
+        return matrix(L->gate, hp->n_ff, E) && matrix(L->up, hp->n_ff, E) && matrix(L->down, E, hp->n_ff);
+    case FC_LLM_ARCH_QWEN3MOE: {
+        const int64_t NX = hp->n_expert, FX = hp->n_ff_exp;
+        if (NX < 1 || hp->n_expert_used < 1 || hp->n_expert_used > NX || !matrix(L->gate_inp, NX, E) || !L->gate_e ||
+            !L->up_e || !L->down_e)
+            return 0;
+        for (int64_t e = 0; e < NX; e++)
+            if (!matrix(L->gate_e[e], FX, E) || !matrix(L->up_e[e], FX, E) || !matrix(L->down_e[e], E, FX)) return 0;
+        return 1;
+    }
+    }
+    return 0;
+}
+
 int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     if (n_seg != 1 || segs[0].n != 1 || !s->step) return 0;
-    switch (hp->arch) {
-    case FC_LLM_ARCH_QWEN3: break;
-    case FC_LLM_ARCH_QWEN3MOE: return 0;
-    }
     if (s->kv.type != FC_F16 && s->kv.type != FC_F32) return 0;
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim) return 0;
     if (!f32_row(m->output_norm, E) || !matrix(m->output, hp->n_vocab, E)) return 0;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const fc_llm_layer *L = &m->layers[l];
         if (!f32_row(L->attn_norm, E) || !f32_row(L->ffn_norm, E) || !f32_row(L->q_norm, hp->head_dim) ||
             !f32_row(L->k_norm, hp->head_dim) || !matrix(L->wq, Q, E) || !matrix(L->wk, KV, E) ||
-            !matrix(L->wv, KV, E) || !matrix(L->wo, E, Q) || !matrix(L->gate, F, E) ||
-            !matrix(L->up, F, E) || !matrix(L->down, E, F))
+            !matrix(L->wv, KV, E) || !matrix(L->wo, E, Q) || !ffn_ok(hp, L))
             return 0;
     }
     return 1;
 }
 
+/* the FFN's hidden width: the dense n_ff or one expert's */
+static int64_t ffn_width(const fc_llm_hparams *hp) {
+    switch (hp->arch) {
+    case FC_LLM_ARCH_QWEN3: return hp->n_ff;
+    case FC_LLM_ARCH_QWEN3MOE: return hp->n_ff_exp;
+    }
+    return 0;
+}
+
+/* a mixture's extra rows: router logits and probabilities, the used
+ * experts' weights and ids, and their weighted outputs (one row each) */
+static int64_t moe_floats(const fc_llm_hparams *hp) {
+    switch (hp->arch) {
+    case FC_LLM_ARCH_QWEN3: return 0;
+    case FC_LLM_ARCH_QWEN3MOE: return 2 * hp->n_expert + hp->n_expert_used * (2 + hp->n_embd);
+    }
+    return 0;
+}
+
 size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp) {
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, F = hp->n_ff;
-    /* x h o f | q qn attn | k kn v | gate up act | cos sin */
-    return (size_t)(4 * E + 3 * Q + 3 * KV + 3 * F + hp->n_rot);
+    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
+    /* x h o f | q qn attn | k kn v | gate up act | cos sin | moe */
+    return (size_t)(4 * E + 3 * Q + 3 * KV + 3 * ffn_width(hp) + hp->n_rot + moe_floats(hp));
 }
 
 /* y[1, w rows] = a[1, cols] · wᵀ for n weights sharing a, as the tensor
@@ -105,6 +140,33 @@ static int project(fc_workers *wk, const float *a, int64_t cols, fc_tensor *cons
                                 .rsb = 1, .csb = cols, .c = y[i], .ldc = rows, .accumulate = 0};
         if (fc_gemm_f32(wk, &f) != 0) return -1;
     }
+    return 0;
+}
+
+/* The mixture-of-experts FFN of one token (fc_llm_moe_ffn for one row):
+ * the router as fc_linear, the same routing, each used expert's gate/up
+ * (one quantized product: fc_llm_linear_n's bits), swiglu and down into its
+ * slot's row, weighted by one multiply, then the slots summed in order. f =
+ * the result; scratch: gt/up/act (n_ff_exp each) and mx (moe_floats). */
+static int moe_ffn(const fck_table *K, fc_workers *wk, const fc_llm_hparams *hp, const fc_llm_layer *L,
+                   const float *h, float *f, float *gt, float *up, float *act, float *mx) {
+    const int64_t E = hp->n_embd, NX = hp->n_expert, KU = hp->n_expert_used, FX = hp->n_ff_exp;
+    float *lg = mx, *probs = lg + NX, *w = probs + NX, *acc = w + KU;
+    int32_t *sel = (int32_t *)(acc + KU * E);
+    if (project(wk, h, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
+    fc_llm_moe_route(lg, NX, KU, probs, sel, w);
+    for (int64_t k = 0; k < KU; k++) {
+        const int64_t e = sel[k];
+        float *y = acc + k * E;
+        if (project(wk, h, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]}, (float *const[]){gt, up}, 2) != 0)
+            return -1;
+        K->f32_swiglu((size_t)FX, gt, up, act);
+        if (project(wk, act, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0) return -1;
+        for (int64_t j = 0; j < E; j++) y[j] = y[j] * w[k];
+    }
+    memcpy(f, acc, (size_t)E * sizeof(float));
+    for (int64_t k = 1; k < KU; k++)
+        for (int64_t j = 0; j < E; j++) f[j] += acc[k * E + j];
     return 0;
 }
 
@@ -149,14 +211,14 @@ fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *s
     const fc_llm_hparams *hp = &m->hp;
     const fck_table *K = fck_kernels();
     fc_workers *wk = fc_ctx_workers(ctx);
-    const int64_t E = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NKV = hp->n_head_kv, F = hp->n_ff;
+    const int64_t E = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NKV = hp->n_head_kv, F = ffn_width(hp);
     const int64_t Q = NH * hd, KV = NKV * hd, pos = seg->pos0;
     const float eps = (float)hp->rms_eps;
     float *x = s->step, *h = x + E, *o = h + E, *f = o + E;
     float *q = f + E, *qn = q + Q, *att = qn + Q;
     float *k = att + Q, *kn = k + KV, *v = kn + KV;
     float *gt = v + KV, *up = gt + F, *act = up + F;
-    float *cs = act + F, *sn = cs + hp->n_rot / 2;
+    float *cs = act + F, *sn = cs + hp->n_rot / 2, *mx = sn + hp->n_rot / 2;
     const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
     /* the position's cos/sin tables, as fc_rope builds them */
@@ -221,10 +283,17 @@ fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *s
         fc_llm_ffn_prefetch(ctx, m, L);
         K->f32_add((size_t)E, o, x, x); /* fc_rmsnorm_residual(o, x): s = o + x, then the norm of s */
         K->f32_rmsnorm((size_t)E, x, fc_tensor_data(L->ffn_norm), eps, h);
-        if (project(wk, h, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){gt, up}, 2) != 0) goto nomem;
-        fc_llm_prefetch(ctx, L->down); /* over the swiglu */
-        K->f32_swiglu((size_t)F, gt, up, act);
-        if (project(wk, act, F, (fc_tensor *const[]){L->down}, (float *const[]){f}, 1) != 0) goto nomem;
+        switch (hp->arch) {
+        case FC_LLM_ARCH_QWEN3:
+            if (project(wk, h, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){gt, up}, 2) != 0) goto nomem;
+            fc_llm_prefetch(ctx, L->down); /* over the swiglu */
+            K->f32_swiglu((size_t)F, gt, up, act);
+            if (project(wk, act, F, (fc_tensor *const[]){L->down}, (float *const[]){f}, 1) != 0) goto nomem;
+            break;
+        case FC_LLM_ARCH_QWEN3MOE:
+            if (moe_ffn(K, wk, hp, L, h, f, gt, up, act, mx) != 0) goto nomem;
+            break;
+        }
         fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? m->layers[l + 1].wq : m->output);
         if (l + 1 < hp->n_layer) {
             K->f32_add((size_t)E, f, x, x);

@@ -47,6 +47,11 @@ int fc_llm_linear_n(fc_ctx *ctx, fc_tensor *h, fc_tensor *const *w, int n, fc_te
 void fc_llm_prefetch(fc_ctx *ctx, const fc_tensor *w);
 /* The hint for the first weights the FFN block of L reads (src/llm/ffn.c). */
 void fc_llm_ffn_prefetch(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L);
+/* One token's routing (src/llm/moe.c): the softmax of its n_expert router
+ * logits (probs: n_expert floats of scratch), the k most probable experts
+ * in descending order in sel, their weights renormalized in w, as
+ * llama.cpp's qwen3moe graph. */
+void fc_llm_moe_route(const float *logits, int64_t n_expert, int64_t k, float *probs, int32_t *sel, float *w);
 /* The qwen3moe FFN (src/llm/moe.c), same contract. */
 fc_tensor *fc_llm_moe_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer *L, fc_tensor *h);
 

@@ -51,6 +51,19 @@ static void top_k(const float *p, int64_t n, int64_t k, int32_t *sel) {
     }
 }
 
+void fc_llm_moe_route(const float *logits, int64_t n_expert, int64_t k, float *probs, int32_t *sel, float *w) {
+    softmax_row(logits, probs, n_expert);
+    top_k(probs, n_expert, k, sel);
+    double sum = 0; /* ggml_sum_rows accumulates in ggml_float (double) */
+    for (int64_t j = 0; j < k; j++) {
+        w[j] = probs[sel[j]];
+        sum += (double)w[j];
+    }
+    float s = (float)sum;
+    if (!(s >= 6.103515625e-5f)) s = 6.103515625e-5f; /* ggml_clamp(sum, 2^-14, inf) */
+    for (int64_t j = 0; j < k; j++) w[j] /= s;
+}
+
 /* An f32 / i32 scratch tensor of n elements in the current scope: buffer
  * pool memory, so a steady-state decode step allocates nothing. */
 static void *scratch(fc_ctx *ctx, fc_dtype dt, int64_t n) {
@@ -83,21 +96,7 @@ fc_tensor *fc_llm_moe_ffn(fc_ctx *ctx, const fc_llm_model *m, const fc_llm_layer
     if (!lg || !probs || !w || !gath || !acc || !sel_all || !rows) goto done;
     const float *x = fc_tensor_data(hc), *logits = fc_tensor_data(lg);
 
-    /* routing */
-    for (int64_t t = 0; t < T; t++) {
-        softmax_row(logits + t * NX, probs, NX);
-        int32_t *sel = sel_all + t * K;
-        float *wt = w + t * K;
-        top_k(probs, NX, K, sel);
-        double sum = 0; /* ggml_sum_rows accumulates in ggml_float (double) */
-        for (int64_t k = 0; k < K; k++) {
-            wt[k] = probs[sel[k]];
-            sum += (double)wt[k];
-        }
-        float s = (float)sum;
-        if (!(s >= 6.103515625e-5f)) s = 6.103515625e-5f; /* ggml_clamp(sum, 2^-14, inf) */
-        for (int64_t k = 0; k < K; k++) wt[k] /= s;
-    }
+    for (int64_t t = 0; t < T; t++) fc_llm_moe_route(logits + t * NX, NX, K, probs, sel_all + t * K, w + t * K);
 
     /* experts, one batch each */
     for (int64_t e = 0; e < NX; e++) {

@@ -48,13 +48,17 @@ static const char *k_prompt = "Hello world, the model is a tensor. 12 + 3 =<|im_
 
 static uint64_t seed(void) { return getenv("FCT_SEED") ? strtoull(getenv("FCT_SEED"), NULL, 10) : 7; }
 
-static fc_llm_model *make(const char *name, fc_dtype dt, char *path, size_t cap) {
+static fc_llm_model *make_arch(const char *name, const char *arch, fc_dtype dt, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", dir, name);
-    fc_make_model_options mo = {.dtype = dt, .seed = seed(), .untied = 1};
+    fc_make_model_options mo = {.arch = arch, .dtype = dt, .seed = seed(), .untied = 1};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "fc_llm_make_model: %s", fc_ctx_error(ctx));
     fc_llm_model *m = fc_llm_model_load(ctx, path);
     cr_assert_not_null(m, "load: %s", fc_ctx_error(ctx));
     return m;
+}
+
+static fc_llm_model *make(const char *name, fc_dtype dt, char *path, size_t cap) {
+    return make_arch(name, NULL, dt, path, cap);
 }
 
 static fc_token *prompt_tokens(fc_llm_model *m, size_t *n) {
@@ -376,10 +380,10 @@ static void batch_equals_single(fc_dtype kv, int ns, int bitwise) {
  * the K/V rows the raw step stores are the tensor path's too; then a prefill
  * chunk after raw steps, and a rewind. Quantized and float weights, f16 and
  * f32 caches. */
-static void decode_step_equals_tensor_path(fc_dtype wt, fc_dtype kv) {
+static void decode_step_equals_tensor_path(const char *arch, fc_dtype wt, fc_dtype kv) {
     char path[512], name[64];
-    snprintf(name, sizeof name, "step_%s.gguf", fc_dtype_name(wt));
-    fc_llm_model *m = make(name, wt, path, sizeof path);
+    snprintf(name, sizeof name, "step_%s_%s.gguf", arch ? arch : "qwen3", fc_dtype_name(wt));
+    fc_llm_model *m = make_arch(name, arch, wt, path, sizeof path);
     const size_t rb = row_bytes(m);
     size_t nt;
     fc_token *toks = prompt_tokens(m, &nt);
@@ -422,11 +426,21 @@ static void decode_step_equals_tensor_path(fc_dtype wt, fc_dtype kv) {
     fc_llm_model_free(m);
 }
 
-Test(llm_session, decode_step_is_bitwise_the_tensor_path_q8_0_f16) { decode_step_equals_tensor_path(FC_Q8_0, FC_F16); }
-Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_f32) { decode_step_equals_tensor_path(FC_Q4_K, FC_F32); }
-Test(llm_session, decode_step_is_bitwise_the_tensor_path_q6_K_f16) { decode_step_equals_tensor_path(FC_Q6_K, FC_F16); }
-Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_f16) { decode_step_equals_tensor_path(FC_F16, FC_F16); }
-Test(llm_session, decode_step_is_bitwise_the_tensor_path_f32_f32) { decode_step_equals_tensor_path(FC_F32, FC_F32); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q8_0_f16) { decode_step_equals_tensor_path(NULL, FC_Q8_0, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_f32) { decode_step_equals_tensor_path(NULL, FC_Q4_K, FC_F32); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q6_K_f16) { decode_step_equals_tensor_path(NULL, FC_Q6_K, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_f16) { decode_step_equals_tensor_path(NULL, FC_F16, FC_F16); }
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_f32_f32) { decode_step_equals_tensor_path(NULL, FC_F32, FC_F32); }
+/* qwen3moe: router, routing, the used experts and the slot sum on raw rows */
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_moe_q4_K_f16) {
+    decode_step_equals_tensor_path("qwen3moe", FC_Q4_K, FC_F16);
+}
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_moe_q8_0_f32) {
+    decode_step_equals_tensor_path("qwen3moe", FC_Q8_0, FC_F32);
+}
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_moe_f16_f16) {
+    decode_step_equals_tensor_path("qwen3moe", FC_F16, FC_F16);
+}
 
 /* 2 rows: the projections take the same skinny-GEMM path as 1 row (one dot
  * per output, whatever M), so the rows are bitwise those of single decodes */
