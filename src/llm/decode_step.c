@@ -13,7 +13,7 @@
  * Taken for one segment of one token of a qwen3 or qwen3moe whose
  * projections, experts, router and output are row-major matrices
  * (block-quantized, or f32/f16/bf16 for the float GEMM), whose norm weights
- * are f32 and whose KV cache is f16 or f32;
+ * are f32 and whose KV cache is f16, f32 or q8_0;
  * anything else runs the tensor path (qwen3.c). The forward records no
  * gradients either way (inference sessions). */
 #include <math.h>
@@ -21,6 +21,7 @@
 
 #include "dispatch/dispatch.h"
 #include "exec/attention.h"
+#include "exec/attention_q8.h"
 #include "exec/ctx.h"
 #include "exec/gemm.h"
 #include "exec/qmatmul.h"
@@ -30,6 +31,7 @@
 #include "fucina/shape_ops.h"
 #include "llm/model.h"
 #include "llm/session.h"
+#include "quant/quant.h"
 
 static int f32_row(const fc_tensor *t, int64_t n) {
     return t && fc_tensor_dtype(t) == FC_F32 && fc_tensor_rank(t) == 1 && fc_tensor_dim(t, 0) == n &&
@@ -70,7 +72,7 @@ int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     if (n_seg != 1 || segs[0].n != 1 || !s->step) return 0;
-    if (s->kv.type != FC_F16 && s->kv.type != FC_F32) return 0;
+    if (s->kv.type != FC_F16 && s->kv.type != FC_F32 && s->kv.type != FC_Q8_0) return 0;
     const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim) return 0;
     if (!f32_row(m->output_norm, E) || !matrix(m->output, hp->n_vocab, E)) return 0;
@@ -195,14 +197,65 @@ static int norm_rope(const fck_table *K, fc_workers *wk, const float *x, float *
 }
 
 /* row pos of (layer, seq)'s K or V cache := r (f16: rounded once, as
- * fc_copy_into) */
+ * fc_copy_into; q8_0: the blocks kv_cache.c's store encodes) */
 static void cache_store(const fck_table *K, fc_llm_kv *kv, int64_t layer, int64_t seq, int is_v, const float *r,
                         int64_t pos) {
-    fc_tensor *c = is_v ? kv->v[layer * kv->n_seq + seq] : kv->k[layer * kv->n_seq + seq];
-    const int64_t row = kv->n_kv_head * kv->head_dim;
+    const int64_t i = layer * kv->n_seq + seq, row = kv->n_kv_head * kv->head_dim;
+    if (kv->type == FC_Q8_0) {
+        fcq_encode_q8_0(r, (is_v ? kv->qv[i] : kv->qk[i]) + (size_t)pos * kv->row_bytes, (size_t)row);
+        return;
+    }
+    fc_tensor *c = is_v ? kv->v[i] : kv->k[i];
     if (kv->type == FC_F16) K->f32_to_f16((size_t)row, r, (fc_f16 *)fc_tensor_data(c) + pos * row);
     else memcpy((float *)fc_tensor_data(c) + pos * row, r, (size_t)row * sizeof(float));
     fc_storage_touch(c->storage);
+}
+
+/* Attention of the query row q [n_head, d] over positions 0..pos of cache
+ * i into o, with the arguments the tensor path builds: a q8_0 cache read in
+ * place (fc_llm_kv_attend_q8's), an f16/f32 one through fc_attention_f32
+ * (fc_attention's, for the cache views). 0, -1 (no memory) or -2. */
+static int attend(fc_ctx *ctx, fc_workers *wk, const fc_llm_kv *kv, int64_t i, const float *q, int64_t n_head,
+                  int64_t pos, float *o) {
+    const int64_t d = kv->head_dim, nkv = kv->n_kv_head;
+    const float scale = (float)(1.0 / sqrt((double)d));
+    if (kv->type == FC_Q8_0) {
+        const fc_attn_q8_args a = {
+            .n_q = 1, .n_kv = pos + 1, .n_rows = kv->n_rows, .n_head = n_head, .n_kv_head = nkv, .head_dim = d,
+            .q = q, .q_ts = n_head * d, .q_hs = d,
+            .k = kv->qk[i], .v = kv->qv[i], .row_bytes = kv->row_bytes,
+            .o = o, .o_ts = n_head * d, .o_hs = d,
+            .scale = scale, .q_pos0 = pos, .scratch = kv->scores};
+        return fc_attention_q8_0(wk, &a) != 0 ? -2 : 0;
+    }
+    fc_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.n_q = 1;
+    a.n_kv = pos + 1;
+    a.n_head = n_head;
+    a.n_kv_head = nkv;
+    a.head_dim = d;
+    a.head_dim_v = d;
+    a.q = q;
+    a.q_ts = n_head * d;
+    a.q_hs = d;
+    a.kv_type = kv->type == FC_F16 ? FC_ATTN_KV_F16 : FC_ATTN_KV_F32;
+    a.k = fc_tensor_data(kv->k[i]);
+    a.k_ts = nkv * d;
+    a.k_hs = d;
+    a.v = fc_tensor_data(kv->v[i]);
+    a.v_ts = nkv * d;
+    a.v_hs = d;
+    a.o = o;
+    a.o_ts = n_head * d;
+    a.o_hs = d;
+    a.scale = scale;
+    a.causal = 1;
+    a.q_pos0 = pos;
+    a.ws = fc_ctx_attn_workspace_acquire(ctx);
+    const int rc = fc_attention_f32(wk, &a);
+    fc_ctx_attn_workspace_release(ctx, a.ws);
+    return rc == -1 ? -1 : rc != 0 ? -2 : 0;
 }
 
 fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *seg, const float *x0,
@@ -243,36 +296,8 @@ fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *s
         cache_store(K, &s->kv, l, seg->seq, 0, kn, pos);
         cache_store(K, &s->kv, l, seg->seq, 1, v, pos);
 
-        /* attention over rows 0..pos of the cache (fc_attention's arguments
-         * for q [1, head, d] and the cache views) */
-        const fc_tensor *kc = s->kv.k[l * s->kv.n_seq + seg->seq], *vc = s->kv.v[l * s->kv.n_seq + seg->seq];
-        fc_attn_args a;
-        memset(&a, 0, sizeof a);
-        a.n_q = 1;
-        a.n_kv = pos + 1;
-        a.n_head = NH;
-        a.n_kv_head = NKV;
-        a.head_dim = hd;
-        a.head_dim_v = hd;
-        a.q = qn;
-        a.q_ts = Q;
-        a.q_hs = hd;
-        a.kv_type = s->kv.type == FC_F16 ? FC_ATTN_KV_F16 : FC_ATTN_KV_F32;
-        a.k = fc_tensor_data(kc);
-        a.k_ts = KV;
-        a.k_hs = hd;
-        a.v = fc_tensor_data(vc);
-        a.v_ts = KV;
-        a.v_hs = hd;
-        a.o = att;
-        a.o_ts = Q;
-        a.o_hs = hd;
-        a.scale = (float)(1.0 / sqrt((double)hd));
-        a.causal = 1;
-        a.q_pos0 = pos;
-        a.ws = fc_ctx_attn_workspace_acquire(ctx);
-        const int rc = fc_attention_f32(wk, &a);
-        fc_ctx_attn_workspace_release(ctx, a.ws);
+        /* attention over rows 0..pos of the cache: -1 no memory, -2 rejected */
+        const int rc = attend(ctx, wk, &s->kv, l * s->kv.n_seq + seg->seq, qn, NH, pos, att);
         if (rc == -1) goto nomem;
         if (rc != 0) {
             fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the attention kernel rejected layer %lld", (long long)l);

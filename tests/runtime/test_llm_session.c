@@ -431,6 +431,13 @@ Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_f32) { decode_step
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_q6_K_f16) { decode_step_equals_tensor_path(NULL, FC_Q6_K, FC_F16); }
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_f16) { decode_step_equals_tensor_path(NULL, FC_F16, FC_F16); }
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_f32_f32) { decode_step_equals_tensor_path(NULL, FC_F32, FC_F32); }
+/* a q8_0 cache: the step stores the encoded rows and attends over them in place */
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_q8_0) {
+    decode_step_equals_tensor_path(NULL, FC_Q4_K, FC_Q8_0);
+}
+Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_q8_0) {
+    decode_step_equals_tensor_path(NULL, FC_F16, FC_Q8_0);
+}
 /* qwen3moe: router, routing, the used experts and the slot sum on raw rows */
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_moe_q4_K_f16) {
     decode_step_equals_tensor_path("qwen3moe", FC_Q4_K, FC_F16);
