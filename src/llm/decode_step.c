@@ -32,6 +32,7 @@
 #include "llm/model.h"
 #include "llm/session.h"
 #include "quant/quant.h"
+#include "tensor/quant_tensor.h"
 
 static int f32_row(const fc_tensor *t, int64_t n) {
     return t && fc_tensor_dtype(t) == FC_F32 && fc_tensor_rank(t) == 1 && fc_tensor_dim(t, 0) == n &&
@@ -68,10 +69,31 @@ static int ffn_ok(const fc_llm_hparams *hp, const fc_llm_layer *L) {
     return 0;
 }
 
+/* a weight a lockstep batch (several rows) can take: block-quantized, the
+ * product fc_linear runs for it (fct_block_linear) */
+static int batch_matrix(const fc_tensor *w, int64_t n_rows) { return n_rows == 1 || fc_dtype_is_block(fc_tensor_dtype(w)); }
+
 int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
-    if (n_seg != 1 || segs[0].n != 1 || !s->step) return 0;
+    if (n_seg < 1 || n_seg > s->step_rows || !s->step) return 0;
+    for (int64_t i = 0; i < n_seg; i++)
+        if (segs[i].n != 1) return 0;
+    /* several rows: a dense qwen3 with block weights (a mixture batches its
+     * rows per expert; float weights take other GEMM shapes) */
+    if (n_seg > 1) {
+        switch (hp->arch) {
+        case FC_LLM_ARCH_QWEN3: break;
+        case FC_LLM_ARCH_QWEN3MOE: return 0;
+        }
+        if (!batch_matrix(m->output, n_seg)) return 0;
+        for (int64_t l = 0; l < hp->n_layer; l++) {
+            const fc_llm_layer *L = &m->layers[l];
+            const fc_tensor *ws[] = {L->wq, L->wk, L->wv, L->wo, L->gate, L->up, L->down};
+            for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+                if (!ws[i] || !batch_matrix(ws[i], n_seg)) return 0;
+        }
+    }
     if (s->kv.type != FC_F16 && s->kv.type != FC_F32 && s->kv.type != FC_Q8_0) return 0;
     const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     if (hp->n_rot < 2 || hp->n_rot % 2 || hp->n_rot > hp->head_dim) return 0;
@@ -111,13 +133,22 @@ size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp) {
     return (size_t)(4 * E + 3 * Q + 3 * KV + 3 * ffn_width(hp) + hp->n_rot + moe_floats(hp));
 }
 
-/* y[1, w rows] = a[1, cols] · wᵀ for n weights sharing a, as the tensor
- * path runs them: all block-quantized and more than one, one quantized
- * product (fc_llm_linear_n's fused route); otherwise each alone, a block
- * weight by fc_qmatmul and a float one by the GEMM with the arguments
- * fc_linear's contraction passes (A [1, cols] row-major, B = wᵀ: stride 1
- * along K, cols along N) */
-static int project(fc_workers *wk, const float *a, int64_t cols, fc_tensor *const *w, float *const *y, int n) {
+/* y[rows, w rows] = a[rows, cols] · wᵀ for n weights sharing a, as the
+ * tensor path runs them. Several rows (a lockstep batch, block weights
+ * only): each weight by fct_block_linear, fc_linear's own product. One row:
+ * all block-quantized and more than one, one quantized product
+ * (fc_llm_linear_n's fused route); otherwise each alone, a block weight by
+ * fc_qmatmul and a float one by the GEMM with the arguments fc_linear's
+ * contraction passes (A [1, cols] row-major, B = wᵀ: stride 1 along K,
+ * cols along N) */
+static int project(fc_ctx *ctx, const float *a, int64_t rows_a, int64_t cols, fc_tensor *const *w, float *const *y,
+                   int n) {
+    fc_workers *wk = fc_ctx_workers(ctx);
+    if (rows_a > 1) {
+        for (int i = 0; i < n; i++)
+            if (!fct_block_linear(ctx, a, rows_a, cols, w[i], fc_tensor_dim(w[i], 0), y[i])) return -1;
+        return 0;
+    }
     fc_qmatmul_args g[3];
     int all_block = 1;
     for (int i = 0; i < n; i++) {
@@ -150,20 +181,20 @@ static int project(fc_workers *wk, const float *a, int64_t cols, fc_tensor *cons
  * (one quantized product: fc_llm_linear_n's bits), swiglu and down into its
  * slot's row, weighted by one multiply, then the slots summed in order. f =
  * the result; scratch: gt/up/act (n_ff_exp each) and mx (moe_floats). */
-static int moe_ffn(const fck_table *K, fc_workers *wk, const fc_llm_hparams *hp, const fc_llm_layer *L,
+static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, const fc_llm_layer *L,
                    const float *h, float *f, float *gt, float *up, float *act, float *mx) {
     const int64_t E = hp->n_embd, NX = hp->n_expert, KU = hp->n_expert_used, FX = hp->n_ff_exp;
     float *lg = mx, *probs = lg + NX, *w = probs + NX, *acc = w + KU;
     int32_t *sel = (int32_t *)(acc + KU * E);
-    if (project(wk, h, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
+    if (project(ctx, h, 1, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
     fc_llm_moe_route(lg, NX, KU, probs, sel, w);
     for (int64_t k = 0; k < KU; k++) {
         const int64_t e = sel[k];
         float *y = acc + k * E;
-        if (project(wk, h, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]}, (float *const[]){gt, up}, 2) != 0)
+        if (project(ctx, h, 1, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]}, (float *const[]){gt, up}, 2) != 0)
             return -1;
         K->f32_swiglu((size_t)FX, gt, up, act);
-        if (project(wk, act, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0) return -1;
+        if (project(ctx, act, 1, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0) return -1;
         for (int64_t j = 0; j < E; j++) y[j] = y[j] * w[k];
     }
     memcpy(f, acc, (size_t)E * sizeof(float));
@@ -258,80 +289,95 @@ static int attend(fc_ctx *ctx, fc_workers *wk, const fc_llm_kv *kv, int64_t i, c
     return rc == -1 ? -1 : rc != 0 ? -2 : 0;
 }
 
-fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *seg, const float *x0,
-                             fc_llm_logits which, float *logits) {
+fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
+                             const float *x0, fc_llm_logits which, float *logits) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     const fck_table *K = fck_kernels();
     fc_workers *wk = fc_ctx_workers(ctx);
     const int64_t E = hp->n_embd, hd = hp->head_dim, NH = hp->n_head, NKV = hp->n_head_kv, F = ffn_width(hp);
-    const int64_t Q = NH * hd, KV = NKV * hd, pos = seg->pos0;
+    const int64_t Q = NH * hd, KV = NKV * hd, N = n_seg, R = hp->n_rot / 2;
     const float eps = (float)hp->rms_eps;
-    float *x = s->step, *h = x + E, *o = h + E, *f = o + E;
-    float *q = f + E, *qn = q + Q, *att = qn + Q;
-    float *k = att + Q, *kn = k + KV, *v = kn + KV;
-    float *gt = v + KV, *up = gt + F, *act = up + F;
-    float *cs = act + F, *sn = cs + hp->n_rot / 2, *mx = sn + hp->n_rot / 2;
+    /* one row per segment (token) of each: [N, width] */
+    float *x = s->step, *h = x + N * E, *o = h + N * E, *f = o + N * E;
+    float *q = f + N * E, *qn = q + N * Q, *att = qn + N * Q;
+    float *k = att + N * Q, *kn = k + N * KV, *v = kn + N * KV;
+    float *gt = v + N * KV, *up = gt + N * F, *act = up + N * F;
+    float *cs = act + N * F, *sn = cs + N * R, *mx = sn + N * R;
     const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
-    /* the position's cos/sin tables, as fc_rope builds them */
+    /* each position's cos/sin tables, as fc_rope builds them */
     fc_rope_params rp;
     fc_rope_params_default(&rp, hp->n_rot);
     rp.theta_base = (float)hp->rope_theta;
-    if (fc_rope_cache_f32(&rp, &pos, 1, cs, sn, hp->n_rot / 2) != 0) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: rope base %g rejected", hp->rope_theta);
-        return FC_ERR_INVALID_ARG;
-    }
-    memcpy(x, x0, (size_t)E * sizeof(float));
-    K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->layers[0].attn_norm), eps, h);
+    for (int64_t r = 0; r < N; r++)
+        if (fc_rope_cache_f32(&rp, &segs[r].pos0, 1, cs + r * R, sn + r * R, R) != 0) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: rope base %g rejected", hp->rope_theta);
+            return FC_ERR_INVALID_ARG;
+        }
+    memcpy(x, x0, (size_t)(N * E) * sizeof(float));
+    for (int64_t r = 0; r < N; r++)
+        K->f32_rmsnorm((size_t)E, x + r * E, fc_tensor_data(m->layers[0].attn_norm), eps, h + r * E);
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const fc_llm_layer *L = &m->layers[l];
-        if (project(wk, h, E, (fc_tensor *const[]){L->wq, L->wk, L->wv}, (float *const[]){q, k, v}, 3) != 0) goto nomem;
+        if (project(ctx, h, N, E, (fc_tensor *const[]){L->wq, L->wk, L->wv}, (float *const[]){q, k, v}, 3) != 0)
+            goto nomem;
         fc_llm_prefetch(ctx, L->wo); /* over the norms, rope and attention */
-        if (norm_rope(K, wk, q, qn, NH, hd, L->q_norm, eps, hp->n_rot, cs, sn) != 0 ||
-            norm_rope(K, wk, k, kn, NKV, hd, L->k_norm, eps, hp->n_rot, cs, sn) != 0) {
-            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the rotation was rejected (layer %lld)", (long long)l);
-            return FC_ERR_INVALID_ARG;
+        for (int64_t r = 0; r < N; r++) {
+            const fc_llm_seg *g = &segs[r];
+            if (norm_rope(K, wk, q + r * Q, qn + r * Q, NH, hd, L->q_norm, eps, hp->n_rot, cs + r * R, sn + r * R) != 0 ||
+                norm_rope(K, wk, k + r * KV, kn + r * KV, NKV, hd, L->k_norm, eps, hp->n_rot, cs + r * R, sn + r * R) !=
+                    0) {
+                fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the rotation was rejected (layer %lld)", (long long)l);
+                return FC_ERR_INVALID_ARG;
+            }
+            cache_store(K, &s->kv, l, g->seq, 0, kn + r * KV, g->pos0);
+            cache_store(K, &s->kv, l, g->seq, 1, v + r * KV, g->pos0);
+            /* attention over rows 0..pos of the segment's cache: -1 no memory, -2 rejected */
+            const int rc = attend(ctx, wk, &s->kv, l * s->kv.n_seq + g->seq, qn + r * Q, NH, g->pos0, att + r * Q);
+            if (rc == -1) goto nomem;
+            if (rc != 0) {
+                fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the attention kernel rejected layer %lld", (long long)l);
+                return FC_ERR_INVALID_ARG;
+            }
         }
-        cache_store(K, &s->kv, l, seg->seq, 0, kn, pos);
-        cache_store(K, &s->kv, l, seg->seq, 1, v, pos);
-
-        /* attention over rows 0..pos of the cache: -1 no memory, -2 rejected */
-        const int rc = attend(ctx, wk, &s->kv, l * s->kv.n_seq + seg->seq, qn, NH, pos, att);
-        if (rc == -1) goto nomem;
-        if (rc != 0) {
-            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the attention kernel rejected layer %lld", (long long)l);
-            return FC_ERR_INVALID_ARG;
-        }
-
-        if (project(wk, att, Q, (fc_tensor *const[]){L->wo}, (float *const[]){o}, 1) != 0) goto nomem;
+        if (project(ctx, att, N, Q, (fc_tensor *const[]){L->wo}, (float *const[]){o}, 1) != 0) goto nomem;
         fc_llm_ffn_prefetch(ctx, m, L);
-        K->f32_add((size_t)E, o, x, x); /* fc_rmsnorm_residual(o, x): s = o + x, then the norm of s */
-        K->f32_rmsnorm((size_t)E, x, fc_tensor_data(L->ffn_norm), eps, h);
+        for (int64_t r = 0; r < N; r++) { /* fc_rmsnorm_residual(o, x): s = o + x, then the norm of s */
+            K->f32_add((size_t)E, o + r * E, x + r * E, x + r * E);
+            K->f32_rmsnorm((size_t)E, x + r * E, fc_tensor_data(L->ffn_norm), eps, h + r * E);
+        }
         switch (hp->arch) {
         case FC_LLM_ARCH_QWEN3:
-            if (project(wk, h, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){gt, up}, 2) != 0) goto nomem;
+            if (project(ctx, h, N, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){gt, up}, 2) != 0)
+                goto nomem;
             fc_llm_prefetch(ctx, L->down); /* over the swiglu */
-            K->f32_swiglu((size_t)F, gt, up, act);
-            if (project(wk, act, F, (fc_tensor *const[]){L->down}, (float *const[]){f}, 1) != 0) goto nomem;
+            K->f32_swiglu((size_t)(N * F), gt, up, act);
+            if (project(ctx, act, N, F, (fc_tensor *const[]){L->down}, (float *const[]){f}, 1) != 0) goto nomem;
             break;
-        case FC_LLM_ARCH_QWEN3MOE:
-            if (moe_ffn(K, wk, hp, L, h, f, gt, up, act, mx) != 0) goto nomem;
+        case FC_LLM_ARCH_QWEN3MOE: /* one row (fc_llm_decode_step_ok) */
+            if (moe_ffn(K, ctx, hp, L, h, f, gt, up, act, mx) != 0) goto nomem;
             break;
         }
         fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? m->layers[l + 1].wq : m->output);
-        if (l + 1 < hp->n_layer) {
-            K->f32_add((size_t)E, f, x, x);
-            K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->layers[l + 1].attn_norm), eps, h);
-        } else {
-            K->f32_add((size_t)E, x, f, x); /* fc_add(x, f) */
+        for (int64_t r = 0; r < N; r++) {
+            if (l + 1 < hp->n_layer) {
+                K->f32_add((size_t)E, f + r * E, x + r * E, x + r * E);
+                K->f32_rmsnorm((size_t)E, x + r * E, fc_tensor_data(m->layers[l + 1].attn_norm), eps, h + r * E);
+            } else {
+                K->f32_add((size_t)E, x + r * E, f + r * E, x + r * E); /* fc_add(x, f) */
+            }
         }
     }
     if (which != FC_LLM_LOGITS_NONE && logits) {
-        K->f32_rmsnorm((size_t)E, x, fc_tensor_data(m->output_norm), eps, h);
-        if (project(wk, h, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0) goto nomem;
+        /* LAST: the last row (one segment); ALL: every row (a batch) */
+        const int64_t n_out = which == FC_LLM_LOGITS_LAST ? 1 : N, r0 = N - n_out;
+        for (int64_t r = r0; r < N; r++)
+            K->f32_rmsnorm((size_t)E, x + r * E, fc_tensor_data(m->output_norm), eps, h + r * E);
+        if (project(ctx, h + r0 * E, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
+            goto nomem;
     }
-    s->pos[seg->seq] += 1;
+    for (int64_t r = 0; r < N; r++) s->pos[segs[r].seq] += 1;
     return FC_OK;
 nomem:
     fc_fail(ctx, FC_ERR_OOM, "%s", oom);

@@ -128,9 +128,9 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
     fc_tensor *pos = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", N}), s->posv, (size_t)N * sizeof *s->posv);
     fc_tensor *x = fc_get_rows(ctx, m->tok_embd, ids); /* [seq, embd] */
     if (x && fc_tensor_dtype(x) != FC_F32) x = fc_cast(ctx, x, FC_F32);
-    if (x && fc_llm_decode_step_ok(s, segs, n_seg)) { /* one token: the raw-row step, same bits */
+    if (x && fc_llm_decode_step_ok(s, segs, n_seg)) { /* one token per segment: the raw-row step, same bits */
         x = fc_contiguous(ctx, x);
-        st = x ? fc_llm_decode_step(ctx, s, &segs[0], fc_tensor_data(x), which, logits) : fc_ctx_status(ctx);
+        st = x ? fc_llm_decode_step(ctx, s, segs, n_seg, fc_tensor_data(x), which, logits) : fc_ctx_status(ctx);
         goto done;
     }
     const fc_rope_options ro = {.style = FC_ROPE_STYLE_NEOX, .n_rot = hp->n_rot, .theta = hp->rope_theta};

@@ -46,7 +46,10 @@ fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const 
     s->pos = calloc((size_t)s->n_seq, sizeof *s->pos);
     s->posv = calloc((size_t)n_rows, sizeof *s->posv);
     s->parts = calloc((size_t)s->n_seq, sizeof *s->parts);
-    const size_t step_bytes = (fc_llm_decode_step_floats(hp) * sizeof(float) + 63) / 64 * 64;
+    /* the raw-row step's rows: lockstep batches of up to FC_LLM_STEP_MAX_ROWS
+     * sequences (larger ones take the tensor path) */
+    s->step_rows = s->n_seq < FC_LLM_STEP_MAX_ROWS ? s->n_seq : FC_LLM_STEP_MAX_ROWS;
+    const size_t step_bytes = (fc_llm_decode_step_floats(hp) * (size_t)s->step_rows * sizeof(float) + 63) / 64 * 64;
     s->step = o.tensor_decode ? NULL : aligned_alloc(64, step_bytes); /* NULL: no raw-row step */
     if (!s->pos || !s->posv || !s->parts || (!o.tensor_decode && !s->step)) {
         fc_llm_session_free(s);

@@ -52,6 +52,7 @@ struct fc_llm_session {
     int32_t *posv;       /* max(n_ctx, n_seq) positions of the rows of one eval */
     fc_tensor **parts;   /* [n_seq] per-sequence attention outputs of a batch */
     float *step;         /* fc_llm_decode_step's rows (decode_step.c), 64-byte aligned */
+    int64_t step_rows;   /* segments step has room for: min(n_seq, FC_LLM_STEP_MAX_ROWS) */
 };
 
 /* One sequence's run of rows in a forward: rows [row0, row0 + n) of the
@@ -68,17 +69,23 @@ typedef struct fc_llm_seg {
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
                          const fc_token *tokens, fc_llm_logits which, float *logits);
 
+/* The most rows (sequences of a lockstep batch) the raw-row step takes: its
+ * buffer is ~90 KB per row for a 0.6B-shaped model. */
+#define FC_LLM_STEP_MAX_ROWS 16
+
 /* The one-token decode step on the session's own rows (src/llm/decode_step.c):
  * the same kernels in the same order as the tensor path, so the same bits.
- * _ok: whether the step applies (one segment of one token of a dense qwen3
- * with row-major block-quantized or f32/f16/bf16 projections and output,
- * f32 norms, an f16 or f32
- * cache); _floats: the rows it needs; the step itself takes the token's
- * embedding row x0 [n_embd], stores its K/V rows, advances the position
- * and writes the logits (unless `which` is NONE). */
+ * _ok: whether the step applies: n_seg segments (at most the session's
+ * sequences, FC_LLM_STEP_MAX_ROWS) of one token each, of a qwen3 or qwen3moe with row-major
+ * block-quantized or f32/f16/bf16 projections, router, experts and output,
+ * f32 norms and an f16, f32 or q8_0 cache; several segments (a lockstep
+ * batch) only for a dense qwen3 with block weights. _floats: the rows it
+ * needs per segment; the step itself takes the tokens' embedding rows x0
+ * [n_seg, n_embd], stores their K/V rows, advances the positions and writes
+ * the logits (LAST: the last row; ALL: every row; NONE: none). */
 int fc_llm_decode_step_ok(const fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg);
 size_t fc_llm_decode_step_floats(const fc_llm_hparams *hp);
-fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *seg, const float *x0,
-                             fc_llm_logits which, float *logits);
+fc_status fc_llm_decode_step(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
+                             const float *x0, fc_llm_logits which, float *logits);
 
 #endif

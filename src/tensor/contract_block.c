@@ -129,7 +129,7 @@ static const fc_qweights *prepared_weights(const fc_tensor *w, const fc_qmatmul_
 
 /* C = A · W^T on the quantized weights: the one place the quantized
  * product is called (exec/qmatmul.h), so a different kernel is one edit. */
-static int qlinear(fc_ctx *ctx, const float *a, int64_t m, int64_t k, const fc_tensor *w, int64_t n, float *c)
+int fct_block_linear(fc_ctx *ctx, const float *a, int64_t m, int64_t k, const fc_tensor *w, int64_t n, float *c)
 {
     fc_qmatmul_args g = {.m = m, .n = n, .k = k, .a = a, .lda = k, .w = fct_ptr(w),
                          .wtype = (uint32_t)fc_dtype_ggml_type(w->dtype),
@@ -183,7 +183,7 @@ static fc_tensor *matrix_form(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const cha
     if (!C) return NULL;
     const float *pa = (const float *)(const void *)fct_ptr(A);
     float *pc = (float *)(void *)fct_ptr(C);
-    if (!(weights ? qlinear(ctx, pa, m, kk, b, nn, pc) : rows_product(ctx, pa, m, kk, b, nn, pc))) return NULL;
+    if (!(weights ? fct_block_linear(ctx, pa, m, kk, b, nn, pc) : rows_product(ctx, pa, m, kk, b, nn, pc))) return NULL;
     int natural = 1;
     for (int i = 0; i < n; i++) natural &= C->axis[i] == out[i];
     return natural ? C : fc_clone(ctx, fc_permute(ctx, C, out, n));

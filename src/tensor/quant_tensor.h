@@ -46,6 +46,12 @@ fc_tensor *fct_block_get_rows(fc_ctx *ctx, fc_tensor *table, fc_tensor *ids);
  * validated and interned by the caller. No gradient record. */
 fc_tensor *fct_einsum_block(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const char *const *out, int n);
 
+/* C[m, n] = A[m, k] · W^T for a row-major block matrix w [n, k] and f32 rows
+ * a (k apart), c (n apart): what fc_linear computes for such a weight (the
+ * packed copy cached with w's storage when m >= fc_qweights_min_m()). 1,
+ * or 0 with the error in ctx. */
+int fct_block_linear(fc_ctx *ctx, const float *a, int64_t m, int64_t k, const fc_tensor *w, int64_t n, float *c);
+
 /* Decode rows [r0, r1) of block tensor t (rows of its last axis) into dst,
  * row r at dst + (r - r0) * cols. Threaded over rows for big slices. */
 void fct_block_decode_rows(fc_ctx *ctx, const fc_tensor *t, int64_t r0, int64_t r1, float *dst);

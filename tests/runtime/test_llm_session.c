@@ -438,6 +438,59 @@ Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_q8_0) {
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_q8_0) {
     decode_step_equals_tensor_path(NULL, FC_F16, FC_Q8_0);
 }
+/* Lockstep batches on the session's rows against the same batches through
+ * tensor ops, bitwise: block weights (q4_K and q8_0 take the packed
+ * prefill product at two rows and more, q6_K the row-major small-M tile),
+ * f16 and q8_0 caches, sequences at different positions, then single steps
+ * in between and batches again. */
+static void batch_step_equals_tensor_path(fc_dtype wt, fc_dtype kv, int ns) {
+    char path[512], name[64];
+    snprintf(name, sizeof name, "bstep_%s.gguf", fc_dtype_name(wt));
+    fc_llm_model *m = make(name, wt, path, sizeof path);
+    const size_t rb = row_bytes(m);
+    size_t nt;
+    fc_token *toks = prompt_tokens(m, &nt);
+    fc_llm_session *raw = session(m, kv, ns, 64);
+    fc_llm_session_options o = fc_llm_session_default_options();
+    o.kv_type = kv;
+    o.n_ctx = 64;
+    o.n_seq = ns;
+    o.tensor_decode = 1;
+    fc_llm_session *ref = fc_llm_session_new_ex(ctx, m, &o);
+    cr_assert_not_null(ref, "%s", fc_ctx_error(ctx));
+    float *a = malloc((size_t)ns * rb), *b = malloc((size_t)ns * rb);
+    cr_assert(a && b);
+    for (int q = 0; q < ns; q++) { /* prompts of different lengths: different positions */
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, raw, q, toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, ref, q, toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+    }
+    for (int step = 0; step < 5; step++) {
+        fc_token t[4];
+        for (int q = 0; q < ns; q++) t[q] = toks[(7 + 3 * step + q) % (int)nt];
+        cr_assert_eq(fc_llm_session_decode_batch(ctx, raw, NULL, t, (size_t)ns, a), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_decode_batch(ctx, ref, NULL, t, (size_t)ns, b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(a, b, (size_t)ns * rb), "%s weights, %s cache, %d sequences, step %d: the raw batch differs",
+                  fc_dtype_name(wt), fc_dtype_name(kv), ns, step);
+        if (step == 2) { /* one sequence alone, then batches again */
+            cr_assert_eq(fc_llm_session_eval_seq(ctx, raw, 1, t, 1, FC_LLM_LOGITS_LAST, a), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert_eq(fc_llm_session_eval_seq(ctx, ref, 1, t, 1, FC_LLM_LOGITS_LAST, b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert(!memcmp(a, b, rb), "%s weights: a single step between batches differs", fc_dtype_name(wt));
+        }
+    }
+    free(a);
+    free(b);
+    fc_llm_session_free(raw);
+    fc_llm_session_free(ref);
+    fc_tokens_free(toks);
+    fc_llm_model_free(m);
+}
+
+Test(llm_session, batch_step_is_bitwise_the_tensor_path_q4_K_f16) { batch_step_equals_tensor_path(FC_Q4_K, FC_F16, 3); }
+Test(llm_session, batch_step_is_bitwise_the_tensor_path_q8_0_q8_0) { batch_step_equals_tensor_path(FC_Q8_0, FC_Q8_0, 2); }
+Test(llm_session, batch_step_is_bitwise_the_tensor_path_q6_K_f32) { batch_step_equals_tensor_path(FC_Q6_K, FC_F32, 4); }
+
 /* qwen3moe: router, routing, the used experts and the slot sum on raw rows */
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_moe_q4_K_f16) {
     decode_step_equals_tensor_path("qwen3moe", FC_Q4_K, FC_F16);
