@@ -1,4 +1,5 @@
-/* Fucina llm: the one-token decode step of a qwen3 (dense or qwen3moe) on raw rows.
+/* Fucina llm: the decode step of a qwen3 (dense or qwen3moe) on raw rows:
+ * one token of one sequence, or a lockstep batch of one token per sequence.
  *
  * Decode reads every weight once per token and is bound by memory; between
  * the matmuls the calling thread works alone. Through the tensor layer each
@@ -7,15 +8,16 @@
  * axes: with caches cold from the weight stream, 3-5 us apiece, about 2 ms
  * of a 20 ms token on a 28-layer model. This path runs the same kernels, in
  * the same order and on the same values, on rows the session owns, so its
- * results are the tensor path's bits (the tests compare batched decode,
- * which takes the tensor path, with single decodes, which take this one).
+ * results are the tensor path's bits (the tests compare it with sessions
+ * made with tensor_decode, which never take it).
  *
- * Taken for one segment of one token of a qwen3 or qwen3moe whose
- * projections, experts, router and output are row-major matrices
- * (block-quantized, or f32/f16/bf16 for the float GEMM), whose norm weights
- * are f32 and whose KV cache is f16, f32 or q8_0;
- * anything else runs the tensor path (qwen3.c). The forward records no
- * gradients either way (inference sessions). */
+ * Taken for segments of one token each (fc_llm_decode_step_ok) of a qwen3 or
+ * qwen3moe whose projections, experts, router and output are row-major
+ * matrices (block-quantized, or f32/f16/bf16 for the float GEMM), whose norm
+ * weights are f32 and whose KV cache is f16, f32 or q8_0; a batch of several
+ * segments only for a dense model with block weights (up to
+ * FC_LLM_STEP_MAX_ROWS). Anything else runs the tensor path (qwen3.c). The
+ * forward records no gradients either way (inference sessions). */
 #include <math.h>
 #include <string.h>
 
