@@ -375,55 +375,76 @@ static void batch_equals_single(fc_dtype kv, int ns, int bitwise) {
     fc_llm_model_free(m);
 }
 
+/* A model, a session on the raw-row step and its reference on tensor ops
+ * (tensor_decode), both n_seq sequences over an f16/q8_0/f32 cache of 64
+ * positions; a and b hold rows_out logits rows each, the prompt's tokens. */
+typedef struct step_pair {
+    fc_llm_model *m;
+    fc_llm_session *raw, *ref;
+    fc_token *toks;
+    size_t nt, rb;
+    float *a, *b;
+} step_pair;
+
+static step_pair pair_open(const char *name, const char *arch, fc_dtype wt, fc_dtype kv, int n_seq, int rows_out) {
+    char path[512];
+    step_pair p = {.m = make_arch(name, arch, wt, path, sizeof path)};
+    p.rb = row_bytes(p.m);
+    p.toks = prompt_tokens(p.m, &p.nt);
+    p.raw = session(p.m, kv, n_seq, 64);
+    fc_llm_session_options o = fc_llm_session_default_options();
+    o.kv_type = kv;
+    o.n_ctx = 64;
+    o.n_seq = n_seq;
+    o.tensor_decode = 1;
+    p.ref = fc_llm_session_new_ex(ctx, p.m, &o);
+    cr_assert_not_null(p.ref, "%s", fc_ctx_error(ctx));
+    p.a = malloc((size_t)rows_out * p.rb);
+    p.b = malloc((size_t)rows_out * p.rb);
+    cr_assert(p.a && p.b);
+    return p;
+}
+
+static void pair_close(step_pair *p) {
+    free(p->a);
+    free(p->b);
+    fc_llm_session_free(p->raw);
+    fc_llm_session_free(p->ref);
+    fc_tokens_free(p->toks);
+    fc_llm_model_free(p->m);
+}
+
 /* One-token steps on the session's rows (default) against the same steps
  * through tensor ops (tensor_decode): the logits of every step bitwise, so
  * the K/V rows the raw step stores are the tensor path's too; then a prefill
  * chunk after raw steps, and a rewind. Quantized and float weights, f16 and
  * f32 caches. */
 static void decode_step_equals_tensor_path(const char *arch, fc_dtype wt, fc_dtype kv) {
-    char path[512], name[64];
+    char name[64];
     snprintf(name, sizeof name, "step_%s_%s.gguf", arch ? arch : "qwen3", fc_dtype_name(wt));
-    fc_llm_model *m = make_arch(name, arch, wt, path, sizeof path);
-    const size_t rb = row_bytes(m);
-    size_t nt;
-    fc_token *toks = prompt_tokens(m, &nt);
-    fc_llm_session *raw = session(m, kv, 1, 64);
-    fc_llm_session_options o = fc_llm_session_default_options();
-    o.kv_type = kv;
-    o.n_ctx = 64;
-    o.tensor_decode = 1;
-    fc_llm_session *ref = fc_llm_session_new_ex(ctx, m, &o);
-    cr_assert_not_null(ref, "%s", fc_ctx_error(ctx));
-    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    float *a = malloc(3 * rb), *b = malloc(3 * rb);
-    cr_assert(a && b);
+    step_pair p = pair_open(name, arch, wt, kv, 1, 3);
+    const fc_token *toks = p.toks;
     for (int k = 0; k < 2; k++) {
-        cr_assert_eq(fc_llm_session_eval_ex(ctx, raw, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval_ex(ctx, ref, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_ex(ctx, p.raw, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_ex(ctx, p.ref, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
         for (int step = 0; step < 6; step++) {
-            const fc_token t = toks[(5 + step) % (int)nt];
-            cr_assert_eq(fc_llm_session_eval_ex(ctx, raw, &t, 1, FC_LLM_LOGITS_LAST, a), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert_eq(fc_llm_session_eval_ex(ctx, ref, &t, 1, FC_LLM_LOGITS_LAST, b), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert(!memcmp(a, b, rb), "%s weights, %s cache, pass %d step %d: the raw step differs from tensor ops",
+            const fc_token t = toks[(5 + step) % (int)p.nt];
+            cr_assert_eq(fc_llm_session_eval_ex(ctx, p.raw, &t, 1, FC_LLM_LOGITS_LAST, p.a), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert_eq(fc_llm_session_eval_ex(ctx, p.ref, &t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights, %s cache, pass %d step %d: the raw step differs from tensor ops",
                       fc_dtype_name(wt), fc_dtype_name(kv), k, step);
         }
         /* a 3-token chunk (tensor path in both) over the raw steps' cache rows */
-        cr_assert_eq(fc_llm_session_eval(ctx, raw, toks + 1, 3, a), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval(ctx, ref, toks + 1, 3, b), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert(!memcmp(a, b, 3 * rb), "%s weights, %s cache: a chunk after raw steps differs", fc_dtype_name(wt),
+        cr_assert_eq(fc_llm_session_eval(ctx, p.raw, toks + 1, 3, p.a), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval(ctx, p.ref, toks + 1, 3, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(p.a, p.b, 3 * p.rb), "%s weights, %s cache: a chunk after raw steps differs", fc_dtype_name(wt),
                   fc_dtype_name(kv));
-        cr_assert_eq(fc_llm_session_pos(raw), 14);
+        cr_assert_eq(fc_llm_session_pos(p.raw), 14);
         /* rewind both and run again */
-        cr_assert_eq(fc_llm_session_truncate(ctx, raw, 0), FC_OK);
-        cr_assert_eq(fc_llm_session_truncate(ctx, ref, 0), FC_OK);
+        cr_assert_eq(fc_llm_session_truncate(ctx, p.raw, 0), FC_OK);
+        cr_assert_eq(fc_llm_session_truncate(ctx, p.ref, 0), FC_OK);
     }
-    (void)nv;
-    free(a);
-    free(b);
-    fc_llm_session_free(raw);
-    fc_llm_session_free(ref);
-    fc_tokens_free(toks);
-    fc_llm_model_free(m);
+    pair_close(&p);
 }
 
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_q8_0_f16) { decode_step_equals_tensor_path(NULL, FC_Q8_0, FC_F16); }
@@ -444,47 +465,29 @@ Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_q8_0) {
  * f16 and q8_0 caches, sequences at different positions, then single steps
  * in between and batches again. */
 static void batch_step_equals_tensor_path(fc_dtype wt, fc_dtype kv, int ns) {
-    char path[512], name[64];
+    char name[64];
     snprintf(name, sizeof name, "bstep_%s.gguf", fc_dtype_name(wt));
-    fc_llm_model *m = make(name, wt, path, sizeof path);
-    const size_t rb = row_bytes(m);
-    size_t nt;
-    fc_token *toks = prompt_tokens(m, &nt);
-    fc_llm_session *raw = session(m, kv, ns, 64);
-    fc_llm_session_options o = fc_llm_session_default_options();
-    o.kv_type = kv;
-    o.n_ctx = 64;
-    o.n_seq = ns;
-    o.tensor_decode = 1;
-    fc_llm_session *ref = fc_llm_session_new_ex(ctx, m, &o);
-    cr_assert_not_null(ref, "%s", fc_ctx_error(ctx));
-    float *a = malloc((size_t)ns * rb), *b = malloc((size_t)ns * rb);
-    cr_assert(a && b);
+    step_pair p = pair_open(name, NULL, wt, kv, ns, ns);
     for (int q = 0; q < ns; q++) { /* prompts of different lengths: different positions */
-        cr_assert_eq(fc_llm_session_eval_seq(ctx, raw, q, toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
-                     fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval_seq(ctx, ref, q, toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
-                     fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, p.raw, q, p.toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK,
+                     "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, p.ref, q, p.toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK,
+                     "%s", fc_ctx_error(ctx));
     }
     for (int step = 0; step < 5; step++) {
         fc_token t[4];
-        for (int q = 0; q < ns; q++) t[q] = toks[(7 + 3 * step + q) % (int)nt];
-        cr_assert_eq(fc_llm_session_decode_batch(ctx, raw, NULL, t, (size_t)ns, a), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_decode_batch(ctx, ref, NULL, t, (size_t)ns, b), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert(!memcmp(a, b, (size_t)ns * rb), "%s weights, %s cache, %d sequences, step %d: the raw batch differs",
+        for (int q = 0; q < ns; q++) t[q] = p.toks[(7 + 3 * step + q) % (int)p.nt];
+        cr_assert_eq(fc_llm_session_decode_batch(ctx, p.raw, NULL, t, (size_t)ns, p.a), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_decode_batch(ctx, p.ref, NULL, t, (size_t)ns, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(p.a, p.b, (size_t)ns * p.rb), "%s weights, %s cache, %d sequences, step %d: the raw batch differs",
                   fc_dtype_name(wt), fc_dtype_name(kv), ns, step);
         if (step == 2) { /* one sequence alone, then batches again */
-            cr_assert_eq(fc_llm_session_eval_seq(ctx, raw, 1, t, 1, FC_LLM_LOGITS_LAST, a), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert_eq(fc_llm_session_eval_seq(ctx, ref, 1, t, 1, FC_LLM_LOGITS_LAST, b), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert(!memcmp(a, b, rb), "%s weights: a single step between batches differs", fc_dtype_name(wt));
+            cr_assert_eq(fc_llm_session_eval_seq(ctx, p.raw, 1, t, 1, FC_LLM_LOGITS_LAST, p.a), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert_eq(fc_llm_session_eval_seq(ctx, p.ref, 1, t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights: a single step between batches differs", fc_dtype_name(wt));
         }
     }
-    free(a);
-    free(b);
-    fc_llm_session_free(raw);
-    fc_llm_session_free(ref);
-    fc_tokens_free(toks);
-    fc_llm_model_free(m);
+    pair_close(&p);
 }
 
 Test(llm_session, batch_step_is_bitwise_the_tensor_path_q4_K_f16) { batch_step_equals_tensor_path(FC_Q4_K, FC_F16, 3); }
