@@ -34,10 +34,20 @@
 extern "C" {
 #endif
 
+/* The model families (src/llm/arch.c holds one table entry per family:
+ * its GGUF name, metadata keys, tensors and graph switches). */
 typedef enum fc_llm_arch {
     FC_LLM_ARCH_QWEN3 = 0,
     FC_LLM_ARCH_QWEN3MOE = 1, /* qwen3 attention; the FFN is a top-k mixture of experts */
+    FC_LLM_ARCH_LLAMA = 2,    /* Llama 2/3.x, Mistral; Mixtral when <arch>.expert_count is set */
+    FC_LLM_ARCH_QWEN2 = 3,    /* Qwen2 / Qwen2.5: Q/K/V biases */
+    FC_LLM_ARCH_GEMMA3 = 4,   /* scaled embeddings, GELU gating, post-norms, interleaved sliding window */
+    FC_LLM_ARCH_GEMMA2 = 5,   /* gemma3's switches without q/k norms, with attention and final softcaps */
+    FC_LLM_ARCH_PHI3 = 6,     /* fused QKV and gate/up projections */
 } fc_llm_arch;
+
+/* The GGUF name of an architecture ("llama", ...); NULL out of range. */
+FC_API const char *fc_llm_arch_name(fc_llm_arch arch);
 
 /* The architecture descriptor, from the GGUF metadata. */
 typedef struct fc_llm_hparams {
@@ -58,16 +68,36 @@ typedef struct fc_llm_hparams {
     int64_t n_expert;      /* <arch>.expert_count */
     int64_t n_expert_used; /* <arch>.expert_used_count (top-k per token) */
     int64_t n_ff_exp;      /* <arch>.expert_feed_forward_length (default n_ff / n_expert_used) */
+    /* The graph's switches: the family's (src/llm/arch.c) as the file sets them. */
+    int rope_neox;          /* 1: NeoX rotate-half pairs; 0: llama.cpp's "normal" adjacent pairs */
+    double rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling (1: none) */
+    int has_rope_freqs;     /* rope_freqs.weight divides the frequencies (Llama 3.1 and later) */
+    int qk_norm;            /* per-head RMSNorm of Q and K */
+    int attn_bias;          /* Q/K/V projections have biases */
+    int post_norms;         /* RMSNorm of the attention and FFN outputs before the residual adds */
+    int ffn_gelu;           /* 1: GELU(tanh)-gated FFN; 0: SiLU-gated */
+    double embd_scale;      /* token embeddings multiplied by this (gemma: sqrt(n_embd)); 1: none */
+    double attn_scale;      /* the attention's query scale (1/sqrt(head_dim) unless the family says otherwise) */
+    int attn_prescale;      /* 1: Q is multiplied by attn_scale before the attention (gemma, phi3), as their graphs do */
+    double attn_softcap;    /* <arch>.attn_logit_softcapping (0: none) */
+    double final_softcap;   /* <arch>.final_logit_softcapping (0: none) */
+    int64_t n_swa;          /* <arch>.attention.sliding_window: keys per query on sliding layers (0: none) */
+    int64_t swa_pattern;    /* layer l slides when l % swa_pattern < swa_pattern - 1 (0: no layer slides) */
+    double rope_theta_swa;  /* the RoPE base of sliding layers */
 } fc_llm_hparams;
 
 /* ---- a random-weight model writer ---- */
 typedef struct fc_make_model_options {
-    const char *arch;   /* NULL: "qwen3"; or "qwen3moe" (presets tiny and small: 8 experts, 2 used) */
+    /* NULL: "qwen3"; or any family of fc_llm_arch by its GGUF name ("qwen3moe": presets tiny and
+     * small have 8 experts, 2 used; "llama", "qwen2", "gemma3", "gemma2", "phi3"). The tensors
+     * and keys are the family's table entry (src/llm/arch.c), its switches as llama.cpp reads them. */
+    const char *arch;
     /* NULL: "tiny" (2 layers, embd 64, 4 heads, 2 kv heads, head dim 32, ff 128, moe ff 32);
      * "small" (2 layers, embd 256, 4 heads, 2 kv heads, head dim 64, ff 768, moe ff 256: every
      * row width a multiple of 256, so K-quants apply to every matrix); "0.6b" (Qwen3-0.6B's
      * shapes: 28 layers, embd 1024, 16/8 heads of 128, ff 3072, vocab 151936; as qwen3moe: 16 experts of 768, 4 used).
-     * tiny and small have a ~600-token vocabulary, 0.6b Qwen's 151936-id layout. */
+     * tiny and small have a ~600-token vocabulary, 0.6b Qwen's 151936-id layout;
+     * "llama-1b" (Llama-3.2-1B's shapes) and "gemma3-1b" (Gemma-3-1B's) for benchmarks. */
     const char *preset;
     /* matrix weights: FC_F32, FC_F16, FC_BF16, FC_Q8_0, FC_Q4_0, FC_Q4_K, FC_Q5_K or FC_Q6_K;
      * 0 (left unset) = FC_F32. Norms and the MoE router stay f32. A matrix whose row width is
@@ -84,6 +114,8 @@ typedef struct fc_make_model_options {
      * e.g. 151936), for any preset: a tiny model with the real vocabulary is a cheap
      * tokenizer and output-layer test. */
     int64_t n_vocab;
+    int moe;        /* llama: the Mixtral variant (the preset's experts, each feed_forward_length wide) */
+    int rope_freqs; /* llama: write rope_freqs.weight (Llama 3.1's frequency divisors) */
 } fc_make_model_options;
 
 /* Write a model with llama.cpp's tensor names and metadata keys and a real
@@ -131,13 +163,8 @@ typedef struct fc_llm_session_options {
     int64_t n_ctx;    /* positions per sequence; 0: the model's n_ctx_train */
     fc_dtype kv_type; /* FC_F16 (default), FC_F32 or FC_Q8_0 */
     int n_seq;        /* sequences with their own cache and position (1..4096); default 1 */
-    /* 0 (default): a one-token step of a dense model runs on rows the
-     * session owns, without tensor ops (the same bits,
-     * less time per token); 1: through the tensor ops, as batches do (the
-     * reference the tests compare it with). */
-    int tensor_decode;
 } fc_llm_session_options;
-/* {n_ctx 0, kv_type FC_F16, n_seq 1, tensor_decode 0} */
+/* {n_ctx 0, kv_type FC_F16, n_seq 1} */
 FC_API fc_llm_session_options fc_llm_session_default_options(void);
 /* A session with n_seq independent sequences, each with an n_ctx-position
  * cache of kv_type (opt NULL: the defaults). NULL + error naming the reason

@@ -9,21 +9,36 @@
 #include "fucina/llm.h"
 #include "fucina/quantize.h"
 
+/* "qwen3|qwen3moe|...": every family's name, from the library */
+static const char *arch_list(void)
+{
+    static char buf[256];
+    size_t n = 0;
+    buf[0] = 0;
+    for (int a = 0; fc_llm_arch_name((fc_llm_arch)a) && n + 32 < sizeof buf; a++)
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", a ? "|" : "", fc_llm_arch_name((fc_llm_arch)a));
+    return buf;
+}
+
 static void help(FILE *f)
 {
-    fprintf(f, "usage: fucina make-model [--arch qwen3|qwen3moe] [--preset tiny|small|0.6b] [--dtype TYPE]\n"
-               "                          [--mix MIX] [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
+    fprintf(f, "usage: fucina make-model [--arch ARCH] [--preset NAME] [--dtype TYPE] [--mix MIX] [--moe]\n"
+               "                          [--rope-freqs] [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
                "Writes a random-weight model with llama.cpp's tensor names and metadata keys and a real\n"
                "byte-level BPE vocabulary (it loads in llama.cpp). Defaults: qwen3, tiny, f32, seed 1,\n"
                "output tied to token_embd (--untied writes output.weight).\n"
+               "--arch: %s (the family's tensors, keys\n"
+               "and switches from Fucina's architecture table). --moe: llama as Mixtral (the preset's\n"
+               "experts); --rope-freqs: llama with Llama 3.1's rope_freqs.weight.\n"
                "Presets: tiny (embd 64, 2 layers), small (embd 256, 2 layers: K-quants apply to every\n"
-               "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3moe: 16 experts of 768, 4 used).\n"
+               "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3moe: 16 experts of 768, 4 used),\n"
+               "llama-1b (Llama-3.2-1B's shapes), gemma3-1b (Gemma-3-1B's shapes).\n"
                "--dtype: every matrix in one type: f32 f16 bf16 q8_0 q4_0 q4_K q5_K q6_K (a row width\n"
                "that is not a whole number of blocks falls back as llama-quantize does: q4_K->q5_0,\n"
                "q5_K->q5_1, q6_K->q8_0); or a llama-quantize mix with llama.cpp's per-tensor rules:\n"
                "Q4_K_M, Q4_K_S, Q5_K_M, ... (--mix NAME forces the mix reading, e.g. --mix Q6_K).\n"
                "--n-vocab N: Qwen3's vocabulary layout with N ids (>= 151669; 0.6b uses 151936) for any preset.\n"
-               "Exit status: 0 done, 1 failure, 2 bad usage.\n");
+               "Exit status: 0 done, 1 failure, 2 bad usage.\n", arch_list());
 }
 
 int fc_cmd_make_model(int argc, char **argv)
@@ -44,6 +59,10 @@ int fc_cmd_make_model(int argc, char **argv)
             o.seed = strtoull(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--untied")) {
             o.untied = 1;
+        } else if (!strcmp(a, "--moe")) {
+            o.moe = 1;
+        } else if (!strcmp(a, "--rope-freqs")) {
+            o.rope_freqs = 1;
         } else if (!strcmp(a, "--n-vocab") && has) {
             o.n_vocab = strtoll(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--mix") && has) {

@@ -4,9 +4,9 @@
  * f32 and f16 caches are tensors the attention kernel reads in place (it
  * widens f16 exactly). A q8_0 cache keeps each position's row (kv_head * d
  * elements) as q8_0 blocks of 32, quantized once when the row is stored;
- * fc_attention has no q8_0 path, so every put decodes the rows the attention
- * will read into an f32 scratch: O(position) work per layer and token, the
- * price of a cache 3.8x smaller than f32. */
+ * decode steps attend over the blocks in place (exec/attention_q8.h), and a
+ * prefill decodes the rows it reads into an f32 scratch (src/llm/forward.c):
+ * the price of a cache 3.8x smaller than f32. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,59 +99,4 @@ fc_status fc_llm_kv_init(fc_ctx *ctx, fc_llm_kv *kv, const fc_llm_hparams *hp, i
         if (!kv->k[i] || !kv->v[i]) return kv_oom(ctx, kv);
     }
     return FC_OK;
-}
-
-/* src [kv_seq, kv_head, d] (any order) quantized into rows pos..pos+n of cache i */
-static fc_status q8_store(fc_ctx *ctx, fc_llm_kv *kv, int64_t i, int is_v, fc_tensor *src, int64_t pos, int64_t n) {
-    /* rows in [kv_seq, kv_head, d] order, contiguous, to quantize in one run */
-    src = fc_contiguous(ctx, fc_permute(ctx, src, FC_AXES("kv_seq", "kv_head", "d")));
-    if (!src) return fc_ctx_status(ctx);
-    uint8_t *q = is_v ? kv->qv[i] : kv->qk[i];
-    fcq_encode_q8_0(fc_tensor_data(src), q + (size_t)pos * kv->row_bytes, (size_t)(n * kv->n_kv_head * kv->head_dim));
-    return FC_OK;
-}
-
-fc_tensor *fc_llm_kv_put(fc_ctx *ctx, fc_llm_kv *kv, int64_t layer, int64_t seq, int is_v, fc_tensor *x,
-                         int64_t pos, int64_t n) {
-    if (!x) return NULL;
-    const int64_t i = layer * kv->n_seq + seq;
-    fc_tensor *src = fc_rename(ctx, x, "seq", "kv_seq");
-    if (!src) return NULL;
-    if (kv->type != FC_Q8_0) {
-        fc_tensor *cache = is_v ? kv->v[i] : kv->k[i];
-        fc_tensor *dst = fc_narrow(ctx, cache, "kv_seq", pos, n);
-        if (!dst || fc_copy_into(ctx, dst, src) != FC_OK) return NULL;
-        return fc_narrow(ctx, cache, "kv_seq", 0, pos + n);
-    }
-    if (q8_store(ctx, kv, i, is_v, src, pos, n) != FC_OK) return NULL;
-    const uint8_t *q = is_v ? kv->qv[i] : kv->qk[i];
-    const int64_t row = kv->n_kv_head * kv->head_dim;
-    fc_tensor *deq = is_v ? kv->deq_v : kv->deq_k;
-    fcq_decode_q8_0(q, fc_tensor_data(deq), (size_t)((pos + n) * row));
-    fc_storage_touch(deq->storage);
-    return fc_narrow(ctx, deq, "kv_seq", 0, pos + n);
-}
-
-fc_tensor *fc_llm_kv_attend_q8(fc_ctx *ctx, fc_llm_kv *kv, int64_t layer, int64_t seq, fc_tensor *q, fc_tensor *k,
-                               fc_tensor *v, int64_t pos, int64_t n, double scale) {
-    if (!q || !k || !v) return NULL;
-    const int64_t i = layer * kv->n_seq + seq;
-    fc_tensor *ks = fc_rename(ctx, k, "seq", "kv_seq"), *vs = fc_rename(ctx, v, "seq", "kv_seq");
-    if (!ks || !vs || q8_store(ctx, kv, i, 0, ks, pos, n) != FC_OK || q8_store(ctx, kv, i, 1, vs, pos, n) != FC_OK)
-        return NULL;
-    q = fc_contiguous(ctx, fc_permute(ctx, q, FC_AXES("seq", "head", "d")));
-    if (!q) return NULL;
-    const int64_t n_head = fc_tensor_size(q, "head"), d = kv->head_dim;
-    fc_tensor *o = fc_empty(ctx, FC_F32, FC_SHAPE({"seq", n}, {"head", n_head}, {"d", d}));
-    if (!o) return NULL;
-    const fc_attn_q8_args a = {
-        .n_q = n, .n_kv = pos + n, .n_rows = kv->n_rows, .n_head = n_head, .n_kv_head = kv->n_kv_head, .head_dim = d,
-        .q = fc_tensor_data(q), .q_ts = n_head * d, .q_hs = d,
-        .k = kv->qk[i], .v = kv->qv[i], .row_bytes = kv->row_bytes,
-        .o = fc_tensor_data(o), .o_ts = n_head * d, .o_hs = d,
-        .scale = (float)scale, .q_pos0 = pos, .scratch = kv->scores};
-    if (fc_attention_q8_0(fc_ctx_workers(ctx), &a) != 0)
-        return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval: q8_0 attention: bad shape (head dim %lld, %lld/%lld heads)",
-                       (long long)d, (long long)n_head, (long long)kv->n_kv_head);
-    return o;
 }

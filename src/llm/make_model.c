@@ -30,26 +30,52 @@
 #include "fucina/tensor.h"
 #include "io/gguf_internal.h"
 #include "io/gguf_quantize_policy.h"
+#include "llm/arch.h"
 #include "llm/make_model.h"
 
 typedef struct preset {
     const char *name;
     int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_ctx;
-    double theta, eps;
+    double eps;
     int64_t n_vocab;                            /* 0: the small vocabulary */
-    int64_t n_expert, n_expert_used, n_ff_exp;  /* qwen3moe; 0: dense only */
+    int64_t n_expert, n_expert_used, n_ff_exp;  /* mixtures; 0: dense only */
 } preset;
 
 /* small: every matrix's input width is a multiple of 256, so K-quants apply
- * to every tensor (tiny's 64 makes llama.cpp-style fallbacks). */
+ * to every tensor (tiny's 64 makes llama.cpp-style fallbacks). The shapes
+ * are any family's; what differs by family (RoPE base, window, softcaps)
+ * is in k_family below. */
 static const preset k_presets[] = {
-    {"tiny", 64, 128, 2, 4, 2, 32, 256, 1000000.0, 1e-6, 0, 8, 2, 32},
-    {"small", 256, 768, 2, 4, 2, 64, 512, 1000000.0, 1e-6, 0, 8, 2, 256},
+    {"tiny", 64, 128, 2, 4, 2, 32, 256, 1e-6, 0, 8, 2, 32},
+    {"small", 256, 768, 2, 4, 2, 64, 512, 1e-6, 0, 8, 2, 256},
     /* qwen3moe at this size: 16 experts, 4 used, 768 wide, so a token's active FFN
      * (4 x 768) matches the dense 3072 while the experts hold 1.06 G weights */
-    {"0.6b", 1024, 3072, 28, 16, 8, 128, 40960, 1000000.0, 1e-6, 151936, 16, 4, 768},
+    {"0.6b", 1024, 3072, 28, 16, 8, 128, 40960, 1e-6, 151936, 16, 4, 768},
+    /* Llama-3.2-1B's shapes (its 128256-token vocabulary size) */
+    {"llama-1b", 2048, 8192, 16, 32, 8, 64, 131072, 1e-5, 128256, 0, 0, 0},
+    /* Gemma-3-1B's shapes (its 262144-token vocabulary size) */
+    {"gemma3-1b", 1152, 6912, 26, 4, 1, 256, 32768, 1e-6, 262144, 0, 0, 0},
 };
 #define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
+
+/* What a family's files carry beyond the shapes (the values its real
+ * models use): RoPE bases, the sliding window (small enough that a test
+ * prompt crosses it), softcaps. */
+typedef struct family_values {
+    fc_llm_arch arch;
+    double theta, theta_swa;
+    int64_t n_swa, swa_pattern;
+    double attn_softcap, final_softcap;
+} family_values;
+static const family_values k_family[] = {
+    {FC_LLM_ARCH_QWEN3, 1000000.0, 0, 0, 0, 0, 0},
+    {FC_LLM_ARCH_QWEN3MOE, 1000000.0, 0, 0, 0, 0, 0},
+    {FC_LLM_ARCH_LLAMA, 500000.0, 0, 0, 0, 0, 0},
+    {FC_LLM_ARCH_QWEN2, 1000000.0, 0, 0, 0, 0, 0},
+    {FC_LLM_ARCH_GEMMA3, 1000000.0, 10000.0, 8, 2, 0, 0},
+    {FC_LLM_ARCH_GEMMA2, 10000.0, 0, 8, 2, 50.0, 30.0},
+    {FC_LLM_ARCH_PHI3, 10000.0, 0, 0, 0, 0, 0},
+};
 
 /* ---- the tensor plan ----------------------------------------------------------- */
 
@@ -104,8 +130,6 @@ static int plan_add(plan *p, const char *name, int n_dims, int64_t ne0, int64_t 
     return 0;
 }
 
-static double inv_sqrt(int64_t n) { return 1.0 / sqrt((double)n); }
-
 /* Every tensor's seed is derived from the model seed and its index, so a
  * tensor does not depend on the others' sizes. */
 static uint64_t seed_of(uint64_t model_seed, uint64_t k)
@@ -113,41 +137,54 @@ static uint64_t seed_of(uint64_t model_seed, uint64_t k)
     return model_seed * 0x9E3779B97F4A7C15ull + k * 0xD1B54A32D192ED03ull;
 }
 
-static int build_plan(plan *p, const preset *ps, int moe, fc_dtype dt, int untied, int64_t n_vocab, uint64_t seed)
-{
+/* GGUF sizes (ne[0] the row width) of a spec under hp. */
+static void spec_ne(const fc_llm_tensor_spec *t, const fc_llm_hparams *hp, int64_t ne[3]) {
+    for (int i = 0; i < 3; i++) ne[i] = 1;
+    for (int i = 0; i < t->rank; i++) ne[t->rank - 1 - i] = fc_llm_dim_size(t->dims[i], hp);
+}
+
+/* Whether the writer emits an optional tensor: biases where the family has
+ * them, a fused projection rather than its parts, rope_freqs on request;
+ * output.weight is the untied flag's. */
+static int writes_optional(const fc_llm_arch_desc *d, const fc_llm_tensor_spec *t, const fc_make_model_options *o) {
+    if (!strcmp(t->name, "output.weight")) return o->untied;
+    if (!strcmp(t->name, "rope_freqs.weight")) return o->rope_freqs;
+    if (strstr(t->name, ".bias")) return d->attn_bias;
+    if (!strcmp(t->name, "attn_qkv.weight")) return d->fused_qkv;
+    return 0;
+}
+
+/* The tensors of the entry, in its order. Every tensor's seed is drawn in
+ * turn (the untied output's even when tied: tied and untied models share
+ * every other tensor). Norm weights 1 + N(0, 0.1), biases and the frequency
+ * divisors as noted, matrices N(0, 1/sqrt(in)) so activations stay O(1). */
+static int build_plan(plan *p, const fc_llm_arch_desc *d, const fc_llm_hparams *hp, fc_dtype dt,
+                      const fc_make_model_options *o) {
     uint64_t k = 0;
-#define S() seed_of(seed, ++k)
-    const int64_t e = ps->n_embd, q_dim = ps->n_head * ps->head_dim, kv_dim = ps->n_head_kv * ps->head_dim;
-    int bad = plan_add(p, "token_embd.weight", 2, e, n_vocab, 1, dt, 0.0, 1.0, S());
-    bad |= plan_add(p, "output_norm.weight", 1, e, 1, 1, FC_F32, 1.0, 0.1, S());
-    const uint64_t out_seed = S(); /* drawn either way: tied and untied models share every other tensor */
-    if (untied) bad |= plan_add(p, "output.weight", 2, e, n_vocab, 1, dt, 0.0, inv_sqrt(e), out_seed);
-    for (int64_t l = 0; l < ps->n_layer && !bad; l++) {
-        char nm[48];
-#define N(s) (snprintf(nm, sizeof nm, "blk.%d." s, (int)l), nm)
-        bad |= plan_add(p, N("attn_norm.weight"), 1, e, 1, 1, FC_F32, 1.0, 0.1, S());
-        bad |= plan_add(p, N("attn_q.weight"), 2, e, q_dim, 1, dt, 0.0, inv_sqrt(e), S());
-        bad |= plan_add(p, N("attn_k.weight"), 2, e, kv_dim, 1, dt, 0.0, inv_sqrt(e), S());
-        bad |= plan_add(p, N("attn_v.weight"), 2, e, kv_dim, 1, dt, 0.0, inv_sqrt(e), S());
-        bad |= plan_add(p, N("attn_output.weight"), 2, q_dim, e, 1, dt, 0.0, inv_sqrt(q_dim), S());
-        bad |= plan_add(p, N("attn_q_norm.weight"), 1, ps->head_dim, 1, 1, FC_F32, 1.0, 0.1, S());
-        bad |= plan_add(p, N("attn_k_norm.weight"), 1, ps->head_dim, 1, 1, FC_F32, 1.0, 0.1, S());
-        bad |= plan_add(p, N("ffn_norm.weight"), 1, e, 1, 1, FC_F32, 1.0, 0.1, S());
-        if (!moe) {
-            bad |= plan_add(p, N("ffn_gate.weight"), 2, e, ps->n_ff, 1, dt, 0.0, inv_sqrt(e), S());
-            bad |= plan_add(p, N("ffn_up.weight"), 2, e, ps->n_ff, 1, dt, 0.0, inv_sqrt(e), S());
-            bad |= plan_add(p, N("ffn_down.weight"), 2, ps->n_ff, e, 1, dt, 0.0, inv_sqrt(ps->n_ff), S());
-        } else {
-            const int64_t nx = ps->n_expert, f = ps->n_ff_exp;
-            /* router logits O(1) so the top-k choice varies with the token */
-            bad |= plan_add(p, N("ffn_gate_inp.weight"), 2, e, nx, 1, FC_F32, 0.0, inv_sqrt(e), S());
-            bad |= plan_add(p, N("ffn_gate_exps.weight"), 3, e, f, nx, dt, 0.0, inv_sqrt(e), S());
-            bad |= plan_add(p, N("ffn_up_exps.weight"), 3, e, f, nx, dt, 0.0, inv_sqrt(e), S());
-            bad |= plan_add(p, N("ffn_down_exps.weight"), 3, f, e, nx, dt, 0.0, inv_sqrt(f), S());
+    int bad = 0;
+    for (int pass = 0; pass < 1 + (int)hp->n_layer && !bad; pass++) {
+        const int global = pass == 0;
+        const fc_llm_tensor_spec *ts = global ? d->globals : d->layer;
+        const int nt = global ? d->n_globals : d->n_layer;
+        for (int i = 0; i < nt && !bad; i++) {
+            const fc_llm_tensor_spec *t = &ts[i];
+            if (!fc_llm_tensor_applies(t, hp)) continue;
+            const uint64_t seed = seed_of(o->seed, ++k);
+            if (t->need == FC_OPTIONAL && !writes_optional(d, t, o)) continue;
+            char nm[48];
+            if (global) snprintf(nm, sizeof nm, "%s", t->name);
+            else snprintf(nm, sizeof nm, "blk.%d.%s", pass - 1, t->name);
+            int64_t ne[3];
+            spec_ne(t, hp, ne);
+            double mean = 0, std = 1.0 / sqrt((double)ne[0]);
+            if (!strcmp(t->name, "token_embd.weight")) std = 1.0;
+            else if (!strcmp(t->name, "rope_freqs.weight")) mean = 1.5, std = 0.25; /* divisors around Llama 3.1's */
+            else if (strstr(t->name, ".bias")) std = 0.1;
+            else if (t->rank == 1) mean = 1.0, std = 0.1; /* norms: not all ones, so a dropped weight shows */
+            if (!strcmp(t->name, "ffn_gate_inp.weight")) bad |= plan_add(p, nm, 2, ne[0], ne[1], 1, FC_F32, 0, std, seed);
+            else bad |= plan_add(p, nm, t->rank, ne[0], ne[1], ne[2], dt, mean, std, seed);
         }
-#undef N
     }
-#undef S
     return bad ? -1 : 0;
 }
 
@@ -220,7 +257,7 @@ static uint32_t file_type_of(fc_dtype dt)
 /* The mix's type for every tensor of the (f32) plan, and llama.cpp's loader
  * order, which llama-quantize writes in (the policy's counters depend on
  * it). 0, or -1 with the error recorded. */
-static int apply_mix(fc_ctx *ctx, plan *pl, const preset *p, int moe, const fc_quant_mix *mix)
+static int apply_mix(fc_ctx *ctx, plan *pl, const fc_llm_hparams *hp, const fc_quant_mix *mix)
 {
     const size_t n = (size_t)pl->n;
     fc_quant_tensor *qt = calloc(n, sizeof *qt), *ordered = calloc(n, sizeof *ordered);
@@ -243,8 +280,8 @@ static int apply_mix(fc_ctx *ctx, plan *pl, const preset *p, int moe, const fc_q
         goto done;
     }
     for (size_t k = 0; k < n; k++) ordered[k] = qt[perm[k]];
-    const fc_quant_model qm = {.n_layer = (int)p->n_layer, .n_head = (int)p->n_head, .n_head_kv = (int)p->n_head_kv,
-                               .n_expert = moe ? (int)p->n_expert : 0};
+    const fc_quant_model qm = {.n_layer = (int)hp->n_layer, .n_head = (int)hp->n_head,
+                               .n_head_kv = (int)hp->n_head_kv, .n_expert = (int)hp->n_expert};
     const fc_quant_opts qo = {.pure = 0, .output_type = -1, .token_embd_type = -1};
     char why[256];
     if (!fc_quant_policy(mix, &qm, &qo, ordered, n, types, fallback, why, sizeof why)) {
@@ -266,8 +303,45 @@ done:
     return rc;
 }
 
-static fc_status write_file(fc_ctx *ctx, const char *path, const preset *p, int moe, fc_dtype dt,
-                            const fc_make_model_options *opt, const fc_quant_mix *mix)
+/* The entry's metadata keys with the model's values: required ones always,
+ * optional ones when set (value_length beside key_length, as converters
+ * write it; rope.dimension_count is left to its default). */
+static fc_status write_keys(fc_gguf_writer *w, const fc_llm_arch_desc *d, const fc_llm_hparams *hp) {
+    fc_status st = FC_OK;
+    char key[128];
+    int nc;
+    const fc_llm_key_spec *common = fc_llm_common_keys(&nc);
+    for (int pass = 0; pass < 2 && st == FC_OK; pass++) {
+        const fc_llm_key_spec *ks = pass ? d->keys : common;
+        const int n = pass ? d->n_keys : nc;
+        for (int i = 0; i < n && st == FC_OK; i++) {
+            const fc_llm_key_spec *k = &ks[i];
+            if (!strcmp(k->suffix, "rope.dimension_count")) continue;
+            snprintf(key, sizeof key, "%s.%s", d->name, k->suffix);
+            const void *f = (const char *)hp + k->field;
+            switch (k->type) {
+            case FC_KEY_U32: {
+                const int64_t v = *(const int64_t *)f;
+                if (k->need == FC_REQUIRED || v > 0) st = fc_gguf_set_u32(w, key, (uint32_t)v);
+                break;
+            }
+            case FC_KEY_F32: {
+                const double v = *(const double *)f;
+                if (k->need == FC_REQUIRED || v > 0) st = fc_gguf_set_f32(w, key, (float)v);
+                break;
+            }
+            }
+            if (st == FC_OK && !strcmp(k->suffix, "attention.key_length")) {
+                snprintf(key, sizeof key, "%s.attention.value_length", d->name);
+                st = fc_gguf_set_u32(w, key, (uint32_t)hp->head_dim);
+            }
+        }
+    }
+    return st;
+}
+
+static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_desc *d, fc_llm_hparams *hp,
+                            int64_t n_vocab, fc_dtype dt, const fc_make_model_options *opt, const fc_quant_mix *mix)
 {
     mm_vocab v;
     plan pl = {0};
@@ -275,17 +349,18 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const preset *p, int 
     fc_gguf_writer *w = NULL;
     void *buf = NULL;
     size_t buf_cap = 0;
-    if (mm_vocab_build(&v, opt->n_vocab ? opt->n_vocab : p->n_vocab)) {
+    if (mm_vocab_build(&v, n_vocab)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory building the vocabulary");
         st = FC_ERR_OOM;
         goto done;
     }
-    if (build_plan(&pl, p, moe, mix ? FC_F32 : dt, opt->untied, v.n, opt->seed)) {
+    hp->n_vocab = v.n;
+    if (build_plan(&pl, d, hp, mix ? FC_F32 : dt, opt)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory");
         st = FC_ERR_OOM;
         goto done;
     }
-    if (mix && apply_mix(ctx, &pl, p, moe, mix)) {
+    if (mix && apply_mix(ctx, &pl, hp, mix)) {
         st = fc_ctx_status(ctx);
         goto done;
     }
@@ -294,29 +369,13 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const preset *p, int 
         st = fc_ctx_status(ctx);
         goto done;
     }
-    const char *a = moe ? "qwen3moe" : "qwen3";
-    char key[96];
-#define K(s) (snprintf(key, sizeof key, "%s." s, a), key)
+    char name[96];
+    snprintf(name, sizeof name, "fucina random %s", d->name);
     const int32_t eot = (int32_t)mm_vocab_find(&v, "<|endoftext|>"), im_end = (int32_t)mm_vocab_find(&v, "<|im_end|>");
-    TRY(fc_gguf_set_str(w, "general.architecture", a));
-    TRY(fc_gguf_set_str(w, "general.name", moe ? "fucina random qwen3moe" : "fucina random qwen3"));
+    TRY(fc_gguf_set_str(w, "general.architecture", d->name));
+    TRY(fc_gguf_set_str(w, "general.name", name));
     if (!mix) TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
-    TRY(fc_gguf_set_u32(w, K("block_count"), (uint32_t)p->n_layer));
-    TRY(fc_gguf_set_u32(w, K("context_length"), (uint32_t)p->n_ctx));
-    TRY(fc_gguf_set_u32(w, K("embedding_length"), (uint32_t)p->n_embd));
-    TRY(fc_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)p->n_ff));
-    TRY(fc_gguf_set_u32(w, K("attention.head_count"), (uint32_t)p->n_head));
-    TRY(fc_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)p->n_head_kv));
-    TRY(fc_gguf_set_u32(w, K("attention.key_length"), (uint32_t)p->head_dim));
-    TRY(fc_gguf_set_u32(w, K("attention.value_length"), (uint32_t)p->head_dim));
-    TRY(fc_gguf_set_f32(w, K("rope.freq_base"), (float)p->theta));
-    TRY(fc_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), (float)p->eps));
-    if (moe) {
-        TRY(fc_gguf_set_u32(w, K("expert_count"), (uint32_t)p->n_expert));
-        TRY(fc_gguf_set_u32(w, K("expert_used_count"), (uint32_t)p->n_expert_used));
-        TRY(fc_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)p->n_ff_exp));
-    }
-#undef K
+    TRY(write_keys(w, d, hp));
     TRY(fc_gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
     TRY(fc_gguf_set_str(w, "tokenizer.ggml.pre", "qwen2"));
     TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, NULL, (uint64_t)v.n));
@@ -353,6 +412,41 @@ static int is_plain_dtype(fc_dtype dt)
            dt == FC_Q5_K || dt == FC_Q6_K;
 }
 
+/* The model's hparams: the preset's shapes, the family's values; experts
+ * for a mixture family, or for llama with opt->moe (Mixtral). */
+static void preset_hparams(const preset *p, const fc_llm_arch_desc *d, const fc_make_model_options *opt,
+                           fc_llm_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    hp->arch = d->arch;
+    hp->n_layer = p->n_layer;
+    hp->n_ctx_train = p->n_ctx;
+    hp->n_embd = p->n_embd;
+    hp->n_ff = p->n_ff;
+    hp->n_head = p->n_head;
+    hp->n_head_kv = p->n_head_kv;
+    /* qwen2 and phi3 take Q n_embd wide (llama.cpp's graphs) */
+    hp->head_dim = d->q_is_embd ? p->n_embd / p->n_head : p->head_dim;
+    hp->n_rot = hp->head_dim;
+    hp->rms_eps = p->eps;
+    for (size_t i = 0; i < sizeof k_family / sizeof k_family[0]; i++) {
+        if (k_family[i].arch != d->arch) continue;
+        hp->rope_theta = k_family[i].theta;
+        hp->rope_theta_swa = k_family[i].theta_swa;
+        hp->n_swa = k_family[i].n_swa;
+        hp->swa_pattern = k_family[i].swa_pattern;
+        hp->attn_softcap = k_family[i].attn_softcap;
+        hp->final_softcap = k_family[i].final_softcap;
+    }
+    const int moe = d->ffn == FC_FFN_MOE || (d->ffn == FC_FFN_DENSE_OR_MOE && opt->moe);
+    if (moe) {
+        hp->n_expert = p->n_expert;
+        hp->n_expert_used = p->n_expert_used;
+        /* qwen3moe's experts have their own width; Mixtral's are feed_forward_length wide */
+        hp->n_ff_exp = d->ffn == FC_FFN_MOE ? p->n_ff_exp : p->n_ff;
+    }
+}
+
 fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_options *opt)
 {
     static const char *op = "fc_llm_make_model";
@@ -363,22 +457,35 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
     }
     const char *arch = opt->arch ? opt->arch : "qwen3";
     const char *pname = opt->preset ? opt->preset : "tiny";
-    const int moe = !strcmp(arch, "qwen3moe");
-    if (!moe && strcmp(arch, "qwen3")) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: unsupported architecture '%s' (supported: qwen3, qwen3moe)", op, arch);
+    const fc_llm_arch_desc *d = fc_llm_arch_find(arch);
+    if (!d) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: unsupported architecture '%s' (supported: %s)", op, arch,
+                fc_llm_arch_names());
         return FC_ERR_INVALID_ARG;
     }
     const preset *p = NULL;
     for (int i = 0; i < N_PRESETS; i++)
         if (!strcmp(k_presets[i].name, pname)) p = &k_presets[i];
     if (!p) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: unknown preset '%s' (supported: tiny, small, 0.6b)", op, pname);
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: unknown preset '%s' (supported: tiny, small, 0.6b, llama-1b, gemma3-1b)",
+                op, pname);
         return FC_ERR_INVALID_ARG;
     }
-    if (moe && !p->n_expert) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: preset '%s' has no qwen3moe shape (qwen3moe: tiny, small, 0.6b)", op, pname);
+    if (opt->moe && d->ffn != FC_FFN_DENSE_OR_MOE) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: moe applies to llama (Mixtral) only, not %s", op, d->name);
         return FC_ERR_INVALID_ARG;
     }
+    if (opt->rope_freqs && d->arch != FC_LLM_ARCH_LLAMA) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope_freqs applies to llama only, not %s", op, d->name);
+        return FC_ERR_INVALID_ARG;
+    }
+    fc_llm_hparams hp;
+    preset_hparams(p, d, opt, &hp);
+    if ((d->ffn == FC_FFN_MOE || opt->moe) && !hp.n_expert) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: preset '%s' has no mixture shape (mixtures: tiny, small, 0.6b)", op, pname);
+        return FC_ERR_INVALID_ARG;
+    }
+    const int64_t n_vocab = opt->n_vocab ? opt->n_vocab : p->n_vocab;
     if (opt->n_vocab && (opt->n_vocab < MM_QWEN_MIN_VOCAB || opt->n_vocab > INT32_MAX / 2)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: n_vocab %lld: Qwen's layout needs at least %d ids", op,
                 (long long)opt->n_vocab, MM_QWEN_MIN_VOCAB);
@@ -391,7 +498,7 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
                     "Q6_K, ...)", op, opt->mix);
             return FC_ERR_INVALID_ARG;
         }
-        return write_file(ctx, path, p, moe, FC_F32, opt, mix);
+        return write_file(ctx, path, d, &hp, n_vocab, FC_F32, opt, mix);
     }
     /* a zero field takes the default (the options convention of nn.h) */
     const fc_dtype dt = opt->dtype == (fc_dtype)0 ? FC_F32 : opt->dtype;
@@ -401,5 +508,5 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
                 fc_dtype_name(dt));
         return FC_ERR_INVALID_ARG;
     }
-    return write_file(ctx, path, p, moe, dt, opt, NULL);
+    return write_file(ctx, path, d, &hp, n_vocab, dt, opt, NULL);
 }

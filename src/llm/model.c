@@ -1,18 +1,24 @@
-/* Fucina llm: the architecture descriptor and weight binding from a GGUF.
+/* Fucina llm: loading a model from a GGUF by walking its family's entry
+ * of the architecture table (src/llm/arch.c).
  *
- * Keys and defaults follow llama.cpp's llama_model::load_hparams: head_count_kv
+ * Keys and defaults follow llama.cpp's hparams loaders: head_count_kv
  * defaults to head_count, key/value_length to n_embd / n_head, rope
- * dimension_count to the head size, rope.freq_base to 10000; qwen3 requires
- * layer_norm_rms_epsilon. Tensor shapes are checked against the descriptor
- * (GGUF dims reversed: [out, in]) so a mismatched file fails at load with
- * the tensor's name, never inside the forward.
+ * dimension_count to the head size, rope.freq_base to 10000;
+ * layer_norm_rms_epsilon is required. Tensor shapes are checked against the
+ * entry (GGUF dims reversed: [out, in]) so a mismatched file fails at load
+ * with the tensor's name, never inside the forward; a tensor the family
+ * does not know is an error too (a file of another variant must not load
+ * as if it were this one, silently computing something else).
  *
- * qwen3moe (llama.cpp's llama_model_qwen3moe) has qwen3's attention and
- * keys plus expert_count, expert_used_count (both required here and >= 1,
- * used <= count, as llama.cpp asserts) and expert_feed_forward_length
- * (default feed_forward_length / expert_used_count); its FFN tensors are the
- * router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps. */
+ * Mixtures (qwen3moe always, llama when expert_count is set) read
+ * expert_count, expert_used_count (>= 1, used <= count, as llama.cpp
+ * asserts) and expert_feed_forward_length (default feed_forward_length /
+ * expert_used_count for qwen3moe, feed_forward_length for llama); their FFN
+ * tensors are the router ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps. */
 #define _POSIX_C_SOURCE 200809L /* sysconf, stat */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +27,7 @@
 
 #include "exec/ctx.h"
 #include "fucina/gguf.h"
+#include "llm/arch.h"
 #include "llm/model.h"
 
 static int get_u32(fc_ctx *ctx, fc_gguf *g, const char *path, const char *key, int required, int64_t dflt,
@@ -141,24 +148,25 @@ static void release_views(fc_tensor **v, int64_t n) {
     free(v);
 }
 
+static fc_tensor **slot(void *base, size_t off) { return (fc_tensor **)((char *)base + off); }
+static fc_tensor ***views_slot(void *base, size_t off) { return (fc_tensor ***)((char *)base + off); }
+
 void fc_llm_model_free(fc_llm_model *m) {
     if (!m) return;
-    if (m->layers) {
+    const fc_llm_arch_desc *d = m->desc;
+    if (m->layers && d) {
         for (int64_t l = 0; l < m->hp.n_layer; l++) {
             fc_llm_layer *L = &m->layers[l];
-            release_views(L->gate_e, m->hp.n_expert);
-            release_views(L->up_e, m->hp.n_expert);
-            release_views(L->down_e, m->hp.n_expert);
-            fc_tensor *ts[] = {L->attn_norm, L->wq,   L->wk,       L->wv,        L->wo,      L->q_norm,
-                               L->k_norm,    L->ffn_norm, L->gate, L->up,        L->down,    L->gate_inp,
-                               L->gate_exps, L->up_exps,  L->down_exps};
-            for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) fc_release(ts[i]);
+            for (int i = 0; i < d->n_layer; i++) {
+                const fc_llm_tensor_spec *t = &d->layer[i];
+                if (t->rank == 3) release_views(*views_slot(L, t->views), m->hp.n_expert);
+                fc_release(*slot(L, t->field));
+            }
         }
-        free(m->layers);
     }
-    fc_release(m->tok_embd);
-    fc_release(m->output_norm);
-    fc_release(m->output);
+    free(m->layers);
+    if (d)
+        for (int i = 0; i < d->n_globals; i++) fc_release(*slot(m, d->globals[i].field));
     fc_tokenizer_free(m->tok);
     free(m);
 }
@@ -169,78 +177,195 @@ const fc_tokenizer *fc_llm_model_tokenizer(const fc_llm_model *m) { return m ? m
 /* The largest expert count accepted (llama.cpp's LLAMA_MAX_EXPERTS). */
 #define MAX_EXPERTS 512
 
-static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparams *hp) {
+/* Read one key into its field (int64_t for u32 keys, double for f32). */
+static int read_key(fc_ctx *ctx, fc_gguf *g, const char *path, const char *prefix, const fc_llm_key_spec *k,
+                    fc_llm_hparams *hp) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", prefix, k->suffix);
+    void *f = (char *)hp + k->field;
+    switch (k->type) {
+    case FC_KEY_U32: return get_u32(ctx, g, path, key, k->need == FC_REQUIRED, (int64_t)k->dflt, (int64_t *)f);
+    case FC_KEY_F32: return get_f32(ctx, g, path, key, k->need == FC_REQUIRED, k->dflt, (double *)f);
+    }
+    return -1;
+}
+
+static int bad_hp(fc_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad_hp(fc_ctx *ctx, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fc_failv(ctx, FC_ERR_FORMAT, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The rope scaling keys: none, or linear (freq_scale = 1 / factor). */
+static int rope_scaling(fc_ctx *ctx, fc_gguf *g, const char *path, const char *a, fc_llm_hparams *hp) {
+    char key[128];
+    const char *type = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    if (fc_gguf_find_kv(g, key) >= 0 && fc_gguf_get_str(g, key, &type, NULL) != FC_OK) {
+        fc_ctx_clear_error(ctx);
+        return bad_hp(ctx, "%s: metadata key %s is not a string", path, key);
+    }
+    double factor = 0;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
+    if (get_f32(ctx, g, path, key, 0, 0.0, &factor)) return -1;
+    hp->rope_freq_scale = 1.0;
+    if (type && !strcmp(type, "none")) return 0;
+    if (!type || !strcmp(type, "linear")) { /* llama.cpp's default type; factor 0 (absent) means none */
+        if (factor < 0 || !isfinite(factor))
+            return bad_hp(ctx, "%s: %s.rope.scaling.factor is %g (must be >= 0)", path, a, factor);
+        hp->rope_freq_scale = factor == 0 ? 1.0 : 1.0f / (float)factor;
+        return 0;
+    }
+    fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: %s.rope.scaling.type '%s' is not supported (supported: none, linear)", path, a,
+            type);
+    return -1;
+}
+
+static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparams *hp,
+                        const fc_llm_arch_desc **out) {
     const char *arch = NULL;
     if (fc_gguf_get_str(g, "general.architecture", &arch, NULL) != FC_OK) {
         fc_ctx_clear_error(ctx);
         fc_fail(ctx, FC_ERR_FORMAT, "%s: missing or non-string general.architecture", path);
         return -1;
     }
-    if (!strcmp(arch, "qwen3")) {
-        hp->arch = FC_LLM_ARCH_QWEN3;
-    } else if (!strcmp(arch, "qwen3moe")) {
-        hp->arch = FC_LLM_ARCH_QWEN3MOE;
-    } else {
-        fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: qwen3, qwen3moe)", path,
-                arch);
+    const fc_llm_arch_desc *d = fc_llm_arch_find(arch);
+    if (!d) {
+        fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path, arch,
+                fc_llm_arch_names());
         return -1;
     }
-    const int moe = hp->arch == FC_LLM_ARCH_QWEN3MOE;
-    const char *a = moe ? "qwen3moe" : "qwen3";
-    char k1[96], k2[96], k3[96], k4[96], k5[96];
-#define KEY(buf, s) (snprintf(buf, sizeof buf, "%s." s, a), buf)
-    if (get_u32(ctx, g, path, KEY(k1, "block_count"), 1, 0, &hp->n_layer) ||
-        get_u32(ctx, g, path, KEY(k2, "context_length"), 1, 0, &hp->n_ctx_train) ||
-        get_u32(ctx, g, path, KEY(k3, "embedding_length"), 1, 0, &hp->n_embd) ||
-        /* a MoE model's FFN width is the experts' (llama.cpp reads it optionally) */
-        get_u32(ctx, g, path, KEY(k4, "feed_forward_length"), !moe, 0, &hp->n_ff) ||
-        get_u32(ctx, g, path, KEY(k5, "attention.head_count"), 1, 0, &hp->n_head))
-        return -1;
-    if (hp->n_layer < 1 || hp->n_embd < 1 || (!moe && hp->n_ff < 1) || hp->n_head < 1 || hp->n_ctx_train < 1) {
-        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s block_count, context_length, embedding_length, feed_forward_length "
-                "and attention.head_count must be >= 1", path, a);
-        return -1;
+    *out = d;
+    hp->arch = d->arch;
+    const char *a = d->name;
+    int nk;
+    const fc_llm_key_spec *common = fc_llm_common_keys(&nk);
+    for (int i = 0; i < nk; i++)
+        if (read_key(ctx, g, path, a, &common[i], hp)) return -1;
+    for (int i = 0; i < d->n_keys; i++)
+        if (read_key(ctx, g, path, a, &d->keys[i], hp)) return -1;
+    int moe = 0;
+    switch (d->ffn) {
+    case FC_FFN_DENSE: hp->n_expert = hp->n_expert_used = 0; break;
+    case FC_FFN_MOE: moe = 1; break;
+    case FC_FFN_DENSE_OR_MOE: moe = hp->n_expert > 0; break;
     }
+    if (hp->n_layer < 1 || hp->n_embd < 1 || (!moe && hp->n_ff < 1) || hp->n_head < 1 || hp->n_ctx_train < 1)
+        return bad_hp(ctx, "%s: %s block_count, context_length, embedding_length, feed_forward_length "
+                      "and attention.head_count must be >= 1", path, a);
+    /* derived defaults (DERIVED in the table) */
+    if (hp->n_head_kv < 0) hp->n_head_kv = hp->n_head;
+    if (hp->head_dim < 0) hp->head_dim = hp->n_embd / hp->n_head;
     int64_t vdim;
-    if (get_u32(ctx, g, path, KEY(k1, "attention.head_count_kv"), 0, hp->n_head, &hp->n_head_kv) ||
-        get_u32(ctx, g, path, KEY(k2, "attention.key_length"), 0, hp->n_embd / hp->n_head, &hp->head_dim) ||
-        get_u32(ctx, g, path, KEY(k3, "attention.value_length"), 0, hp->n_embd / hp->n_head, &vdim))
-        return -1;
-    if (get_u32(ctx, g, path, KEY(k1, "rope.dimension_count"), 0, hp->head_dim, &hp->n_rot) ||
-        get_f32(ctx, g, path, KEY(k2, "rope.freq_base"), 0, 10000.0, &hp->rope_theta) ||
-        get_f32(ctx, g, path, KEY(k3, "attention.layer_norm_rms_epsilon"), 1, 0, &hp->rms_eps))
-        return -1;
-    /* llama.cpp's qwen3 graph asserts these too. */
+    char vkey[128];
+    snprintf(vkey, sizeof vkey, "%s.attention.value_length", a);
+    if (get_u32(ctx, g, path, vkey, 0, hp->head_dim, &vdim)) return -1;
+    if (hp->n_rot < 0) hp->n_rot = hp->head_dim;
+    /* the forward's attention and RoPE assume these (llama.cpp's graphs assert them too) */
     if (hp->n_head_kv < 1 || hp->n_head % hp->n_head_kv || hp->head_dim < 2 || vdim != hp->head_dim ||
-        hp->n_rot != hp->head_dim || hp->head_dim % 2) {
-        fc_fail(ctx, FC_ERR_FORMAT,
-                "%s: %s needs head_count a multiple of head_count_kv (%lld, %lld) and key_length = value_length "
-                "= rope.dimension_count, even (%lld, %lld, %lld)",
-                path, a, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim, (long long)vdim,
-                (long long)hp->n_rot);
-        return -1;
+        hp->n_rot != hp->head_dim || hp->head_dim % 2)
+        return bad_hp(ctx,
+                      "%s: %s needs head_count a multiple of head_count_kv (%lld, %lld) and key_length = value_length "
+                      "= rope.dimension_count, even (%lld, %lld, %lld)",
+                      path, a, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim,
+                      (long long)vdim, (long long)hp->n_rot);
+    if (d->q_is_embd && hp->n_head * hp->head_dim != hp->n_embd)
+        return bad_hp(ctx, "%s: %s needs head_count x key_length = embedding_length (%lld x %lld != %lld)", path, a,
+                      (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
+    if (!(hp->rms_eps > 0) || !(hp->rope_theta > 0))
+        return bad_hp(ctx, "%s: %s.attention.layer_norm_rms_epsilon (%g) and rope.freq_base (%g) must be > 0", path,
+                      a, hp->rms_eps, hp->rope_theta);
+    if (rope_scaling(ctx, g, path, a, hp)) return -1;
+    /* the family's switches */
+    hp->rope_neox = d->rope_neox;
+    hp->qk_norm = d->qk_norm;
+    hp->attn_bias = d->attn_bias;
+    hp->post_norms = d->post_norms;
+    hp->ffn_gelu = d->ffn_gelu;
+    hp->embd_scale = d->embd_scale ? sqrt((double)(float)hp->n_embd) : 1.0;
+    if (hp->n_swa < 0 || hp->n_swa > INT32_MAX) return bad_hp(ctx, "%s: %s.attention.sliding_window out of range", path, a);
+    if (hp->swa_pattern < 0 || hp->swa_pattern > INT32_MAX)
+        return bad_hp(ctx, "%s: %s.attention.sliding_window_pattern out of range", path, a);
+    if (hp->n_swa == 0) hp->swa_pattern = 0;
+    if (!(hp->rope_theta_swa > 0)) hp->rope_theta_swa = hp->rope_theta; /* DERIVED, or a family without one */
+    hp->attn_prescale = d->scale_rule != FC_SCALE_HEAD_DIM;
+    switch (d->scale_rule) {
+    case FC_SCALE_HEAD_DIM:
+        hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+        break;
+    case FC_SCALE_Q_HEAD_DIM: /* ggml_scale(Q, 1.0f / sqrtf(head_dim)): float arithmetic */
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        break;
+    case FC_SCALE_Q_GEMMA:
+        hp->attn_scale = hp->n_layer == d->scale_embd_layers ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                                             : 1.0f / sqrtf((float)hp->head_dim);
+        break;
     }
+    if (hp->attn_softcap < 0 || hp->final_softcap < 0)
+        return bad_hp(ctx, "%s: %s softcapping values must be >= 0", path, a);
     if (!moe) return 0;
-    if (get_u32(ctx, g, path, KEY(k1, "expert_count"), 1, 0, &hp->n_expert) ||
-        get_u32(ctx, g, path, KEY(k2, "expert_used_count"), 1, 0, &hp->n_expert_used))
-        return -1;
-    if (hp->n_expert < 1 || hp->n_expert > MAX_EXPERTS) {
-        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s is %lld; it must be in 1..%d", path, k1, (long long)hp->n_expert,
-                MAX_EXPERTS);
-        return -1;
+    char k1[128], k2[128], k3[128];
+    snprintf(k1, sizeof k1, "%s.expert_count", a);
+    snprintf(k2, sizeof k2, "%s.expert_used_count", a);
+    snprintf(k3, sizeof k3, "%s.expert_feed_forward_length", a);
+    if (hp->n_expert < 1 || hp->n_expert > MAX_EXPERTS)
+        return bad_hp(ctx, "%s: %s is %lld; it must be in 1..%d", path, k1, (long long)hp->n_expert, MAX_EXPERTS);
+    if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert)
+        return bad_hp(ctx, "%s: %s is %lld; it must be in 1..%s (%lld)", path, k2, (long long)hp->n_expert_used, k1,
+                      (long long)hp->n_expert);
+    if (hp->n_ff_exp < 0) hp->n_ff_exp = d->ffn == FC_FFN_MOE ? hp->n_ff / hp->n_expert_used : hp->n_ff;
+    if (hp->n_ff_exp < 1)
+        return bad_hp(ctx, "%s: %s (or feed_forward_length / expert_used_count) must be >= 1", path, k3);
+    return 0;
+}
+
+/* Bind one tensor of the entry into its slot (layer l, or -1 for a global). */
+static int bind_spec(fc_ctx *ctx, fc_gguf *g, const char *path, const fc_llm_tensor_spec *t, int64_t l, void *base,
+                     const fc_llm_hparams *hp) {
+    if (!fc_llm_tensor_applies(t, hp)) return 0;
+    char n[96];
+    if (l >= 0) snprintf(n, sizeof n, "blk.%d.%s", (int)l, t->name);
+    else snprintf(n, sizeof n, "%s", t->name);
+    const int64_t s0 = fc_llm_dim_size(t->dims[0], hp), s1 = fc_llm_dim_size(t->dims[1], hp);
+    const char *a0 = fc_llm_dim_axis(t->dims[0]), *a1 = fc_llm_dim_axis(t->dims[1]);
+    if (t->rank == 3) {
+        const int64_t s2 = fc_llm_dim_size(t->dims[2], hp);
+        fc_tensor *x = bind_experts(ctx, g, path, n, hp->n_expert, a1, s1, fc_llm_dim_axis(t->dims[2]), s2,
+                                    views_slot(base, t->views));
+        *slot(base, t->field) = x;
+        return x ? 0 : -1;
     }
-    if (hp->n_expert_used < 1 || hp->n_expert_used > hp->n_expert) {
-        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s is %lld; it must be in 1..%s (%lld)", path, k2,
-                (long long)hp->n_expert_used, k1, (long long)hp->n_expert);
-        return -1;
+    fc_tensor *x = bind(ctx, g, path, n, t->need == FC_OPTIONAL, t->rank, a0, s0, a1, s1);
+    *slot(base, t->field) = x;
+    return x || fc_ctx_status(ctx) == FC_OK ? 0 : -1;
+}
+
+/* Every tensor of the file must be one the entry binds: an unknown name is
+ * a variant we would compute wrongly. */
+static int check_known(fc_ctx *ctx, fc_gguf *g, const char *path, const fc_llm_arch_desc *d, const fc_llm_hparams *hp) {
+    for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
+        fc_gguf_tensor_info ti;
+        if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
+        const char *name = ti.name;
+        int known = 0;
+        if (!strncmp(name, "blk.", 4)) {
+            char *end;
+            long l = strtol(name + 4, &end, 10);
+            if (end != name + 4 && *end == '.' && l >= 0 && l < hp->n_layer)
+                for (int k = 0; k < d->n_layer && !known; k++)
+                    known = fc_llm_tensor_applies(&d->layer[k], hp) && !strcmp(end + 1, d->layer[k].name);
+        } else {
+            for (int k = 0; k < d->n_globals && !known; k++) known = !strcmp(name, d->globals[k].name);
+        }
+        if (!known) {
+            fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: tensor %s is not part of a %s model as Fucina knows it", path, name,
+                    d->name);
+            return -1;
+        }
     }
-    if (get_u32(ctx, g, path, KEY(k3, "expert_feed_forward_length"), 0, hp->n_ff / hp->n_expert_used, &hp->n_ff_exp))
-        return -1;
-    if (hp->n_ff_exp < 1) {
-        fc_fail(ctx, FC_ERR_FORMAT, "%s: %s (or feed_forward_length / expert_used_count) must be >= 1", path, k3);
-        return -1;
-    }
-#undef KEY
     return 0;
 }
 
@@ -270,7 +395,8 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
         return fc_fail(ctx, FC_ERR_OOM, "fc_llm_model_load: out of memory");
     }
     fc_llm_hparams *hp = &m->hp;
-    if (load_hparams(ctx, g, path, hp)) goto fail;
+    if (load_hparams(ctx, g, path, hp, &m->desc)) goto fail;
+    const fc_llm_arch_desc *d = m->desc;
     int64_t ti = fc_gguf_find_tensor(g, "token_embd.weight");
     fc_gguf_tensor_info info;
     if (ti < 0 || !fc_gguf_tensor_info_at(g, ti, &info) || info.n_dims != 2) {
@@ -278,6 +404,7 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
         goto fail;
     }
     hp->n_vocab = info.ne[1];
+    if (check_known(ctx, g, path, d, hp)) goto fail;
     m->tok = fc_tokenizer_from_gguf(ctx, g);
     if (!m->tok) goto fail;
     if (fc_tokenizer_n_vocab(m->tok) != hp->n_vocab) {
@@ -285,15 +412,13 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
                 (int)fc_tokenizer_n_vocab(m->tok), (long long)hp->n_vocab);
         goto fail;
     }
-    const int64_t E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim, D = hp->head_dim;
-    if (!(m->tok_embd = bind(ctx, g, path, "token_embd.weight", 0, 2, "vocab", hp->n_vocab, "embd", E))) goto fail;
-    if (!(m->output_norm = bind(ctx, g, path, "output_norm.weight", 0, 1, "embd", E, NULL, 0))) goto fail;
-    m->output = bind(ctx, g, path, "output.weight", 1, 2, "vocab", hp->n_vocab, "embd", E);
+    for (int i = 0; i < d->n_globals; i++)
+        if (bind_spec(ctx, g, path, &d->globals[i], -1, m, hp)) goto fail;
     if (!m->output) {
-        if (fc_ctx_status(ctx) != FC_OK) goto fail;
         hp->tied_output = 1;
         m->output = fc_retain(m->tok_embd);
     }
+    hp->has_rope_freqs = m->rope_freqs != NULL;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->layers) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_model_load: out of memory");
@@ -301,42 +426,15 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
     }
     for (int64_t l = 0; l < hp->n_layer; l++) {
         fc_llm_layer *L = &m->layers[l];
-        char n[64];
-#define B(field, suffix, rank, a0, s0, a1, s1)                                                                     \
-    do {                                                                                                           \
-        snprintf(n, sizeof n, "blk.%d." suffix, (int)l);                                                           \
-        if (!(L->field = bind(ctx, g, path, n, 0, rank, a0, s0, a1, s1))) goto fail;                               \
-    } while (0)
-        B(attn_norm, "attn_norm.weight", 1, "embd", E, NULL, 0);
-        B(wq, "attn_q.weight", 2, "q", Q, "embd", E);
-        B(wk, "attn_k.weight", 2, "kv", KV, "embd", E);
-        B(wv, "attn_v.weight", 2, "kv", KV, "embd", E);
-        B(wo, "attn_output.weight", 2, "embd", E, "q", Q);
-        B(q_norm, "attn_q_norm.weight", 1, "d", D, NULL, 0);
-        B(k_norm, "attn_k_norm.weight", 1, "d", D, NULL, 0);
-        B(ffn_norm, "ffn_norm.weight", 1, "embd", E, NULL, 0);
-        switch (hp->arch) {
-        case FC_LLM_ARCH_QWEN3:
-            B(gate, "ffn_gate.weight", 2, "ff", hp->n_ff, "embd", E);
-            B(up, "ffn_up.weight", 2, "ff", hp->n_ff, "embd", E);
-            B(down, "ffn_down.weight", 2, "embd", E, "ff", hp->n_ff);
-            break;
-        case FC_LLM_ARCH_QWEN3MOE: {
-            const int64_t NX = hp->n_expert, F = hp->n_ff_exp;
-            B(gate_inp, "ffn_gate_inp.weight", 2, "expert", NX, "embd", E);
-#define X(field, views, suffix, a1, s1, a2, s2)                                                                    \
-    do {                                                                                                           \
-        snprintf(n, sizeof n, "blk.%d." suffix, (int)l);                                                           \
-        if (!(L->field = bind_experts(ctx, g, path, n, NX, a1, s1, a2, s2, &L->views))) goto fail;                 \
-    } while (0)
-            X(gate_exps, gate_e, "ffn_gate_exps.weight", "ff", F, "embd", E);
-            X(up_exps, up_e, "ffn_up_exps.weight", "ff", F, "embd", E);
-            X(down_exps, down_e, "ffn_down_exps.weight", "embd", E, "ff", F);
-#undef X
-            break;
+        for (int i = 0; i < d->n_layer; i++)
+            if (bind_spec(ctx, g, path, &d->layer[i], l, L, hp)) goto fail;
+        if (d->fused_qkv && !L->wqkv && !(L->wq && L->wk && L->wv)) {
+            fc_fail(ctx, FC_ERR_FORMAT, "%s: layer %lld has neither attn_qkv.weight nor attn_q/k/v.weight", path,
+                    (long long)l);
+            goto fail;
         }
-        }
-#undef B
+        /* llama.cpp's set_swa_pattern(n): layer l slides when l % n < n - 1 */
+        L->swa = hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
         if (opt && opt->progress) opt->progress((double)(l + 1) / (double)hp->n_layer, opt->progress_user);
     }
     fc_gguf_close(g);

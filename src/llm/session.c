@@ -1,11 +1,12 @@
 /* Fucina llm: sessions: options, the per-sequence positions, truncate, and
- * the public eval entry points (validation; the forward is src/llm/qwen3.c,
+ * the public eval entry points (validation; the forward is src/llm/forward.c,
  * the cache src/llm/kv_cache.c). */
 #include <stdarg.h>
 #include <stdlib.h>
 
 #include "exec/ctx.h"
 #include "fucina/ops.h"
+#include "llm/forward.h"
 #include "llm/session.h"
 
 void fc_llm_session_free(fc_llm_session *s) {
@@ -13,8 +14,8 @@ void fc_llm_session_free(fc_llm_session *s) {
     fc_llm_kv_free(&s->kv);
     free(s->pos);
     free(s->posv);
-    free(s->parts);
-    free(s->step);
+    free(s->chunk_segs);
+    free(s->rows);
     free(s);
 }
 
@@ -42,16 +43,16 @@ fc_llm_session *fc_llm_session_new_ex(fc_ctx *ctx, const fc_llm_model *m, const 
     s->m = m;
     s->n_ctx = o.n_ctx ? o.n_ctx : hp->n_ctx_train;
     s->n_seq = o.n_seq;
-    const int64_t n_rows = s->n_ctx > s->n_seq ? s->n_ctx : s->n_seq;
     s->pos = calloc((size_t)s->n_seq, sizeof *s->pos);
-    s->posv = calloc((size_t)n_rows, sizeof *s->posv);
-    s->parts = calloc((size_t)s->n_seq, sizeof *s->parts);
-    /* the raw-row step's rows: lockstep batches of up to FC_LLM_STEP_MAX_ROWS
-     * sequences (larger ones take the tensor path) */
-    s->step_rows = s->n_seq < FC_LLM_STEP_MAX_ROWS ? s->n_seq : FC_LLM_STEP_MAX_ROWS;
-    const size_t step_bytes = (fc_llm_decode_step_floats(hp) * (size_t)s->step_rows * sizeof(float) + 63) / 64 * 64;
-    s->step = o.tensor_decode ? NULL : aligned_alloc(64, step_bytes); /* NULL: no raw-row step */
-    if (!s->pos || !s->posv || !s->parts || (!o.tensor_decode && !s->step)) {
+    s->posv = calloc(FC_LLM_CHUNK_ROWS, sizeof *s->posv);
+    s->chunk_segs = calloc(FC_LLM_CHUNK_ROWS, sizeof *s->chunk_segs);
+    /* rows for a lockstep decode of every sequence (up to a chunk), so decode
+     * steps never allocate; a prefill grows them once */
+    const int64_t rows = s->n_seq < FC_LLM_CHUNK_ROWS ? s->n_seq : FC_LLM_CHUNK_ROWS;
+    const size_t bytes = (fc_llm_forward_floats(hp, rows) * sizeof(float) + 63) / 64 * 64;
+    s->rows = aligned_alloc(64, bytes);
+    s->rows_cap = rows;
+    if (!s->pos || !s->posv || !s->chunk_segs || !s->rows) {
         fc_llm_session_free(s);
         return fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_new: out of memory");
     }

@@ -202,10 +202,10 @@ Test(llm_qwen3, qwen_vocabulary_matches_llama) {
 
 Test(llm_qwen3, bad_input_is_a_clear_error) {
     char path[512];
-    fc_make_model_options mo = {.arch = "llama", .dtype = FC_F32};
+    fc_make_model_options mo = {.arch = "mamba", .dtype = FC_F32};
     snprintf(path, sizeof path, "%s/bad.gguf", dir);
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
-    cr_assert(strstr(fc_ctx_error(ctx), "llama"), "%s", fc_ctx_error(ctx));
+    cr_assert(strstr(fc_ctx_error(ctx), "mamba"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
     mo = (fc_make_model_options){.dtype = FC_IQ2_XXS};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);

@@ -39,6 +39,7 @@
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "llama_abi.h"
+#include "llm_tensor_ref.h"
 
 FCT_SUITE_WITH_TMPDIR(llm_session, 1, "fc_llm_session_");
 
@@ -375,9 +376,10 @@ static void batch_equals_single(fc_dtype kv, int ns, int bitwise) {
     fc_llm_model_free(m);
 }
 
-/* A model, a session on the raw-row step and its reference on tensor ops
- * (tensor_decode), both n_seq sequences over an f16/q8_0/f32 cache of 64
- * positions; a and b hold rows_out logits rows each, the prompt's tokens. */
+/* A model, a session the library's forward runs and one the tensor-op
+ * reference (llm_tensor_ref.h) runs, both n_seq sequences over an
+ * f16/q8_0/f32 cache of 64 positions; a and b hold rows_out logits rows
+ * each, the prompt's tokens. */
 typedef struct step_pair {
     fc_llm_model *m;
     fc_llm_session *raw, *ref;
@@ -392,13 +394,7 @@ static step_pair pair_open(const char *name, const char *arch, fc_dtype wt, fc_d
     p.rb = row_bytes(p.m);
     p.toks = prompt_tokens(p.m, &p.nt);
     p.raw = session(p.m, kv, n_seq, 64);
-    fc_llm_session_options o = fc_llm_session_default_options();
-    o.kv_type = kv;
-    o.n_ctx = 64;
-    o.n_seq = n_seq;
-    o.tensor_decode = 1;
-    p.ref = fc_llm_session_new_ex(ctx, p.m, &o);
-    cr_assert_not_null(p.ref, "%s", fc_ctx_error(ctx));
+    p.ref = session(p.m, kv, n_seq, 64);
     p.a = malloc((size_t)rows_out * p.rb);
     p.b = malloc((size_t)rows_out * p.rb);
     cr_assert(p.a && p.b);
@@ -414,30 +410,31 @@ static void pair_close(step_pair *p) {
     fc_llm_model_free(p->m);
 }
 
-/* One-token steps on the session's rows (default) against the same steps
- * through tensor ops (tensor_decode): the logits of every step bitwise, so
- * the K/V rows the raw step stores are the tensor path's too; then a prefill
- * chunk after raw steps, and a rewind. Quantized and float weights, f16 and
- * f32 caches. */
+/* A prefill, one-token steps, a chunk after them and a rewind through the
+ * library's forward against the same evals through tensor ops: the logits
+ * of every eval bitwise, so the K/V rows the forward stores are the tensor
+ * path's too. Quantized and float weights, f16, f32 and q8_0 caches. */
 static void decode_step_equals_tensor_path(const char *arch, fc_dtype wt, fc_dtype kv) {
     char name[64];
     snprintf(name, sizeof name, "step_%s_%s.gguf", arch ? arch : "qwen3", fc_dtype_name(wt));
     step_pair p = pair_open(name, arch, wt, kv, 1, 3);
     const fc_token *toks = p.toks;
     for (int k = 0; k < 2; k++) {
-        cr_assert_eq(fc_llm_session_eval_ex(ctx, p.raw, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval_ex(ctx, p.ref, toks, 5, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_ex(ctx, p.raw, toks, 5, FC_LLM_LOGITS_LAST, p.a), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(ref_eval_seq(ctx, p.ref, 0, toks, 5, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights, %s cache, pass %d: the prefill differs from tensor ops",
+                  fc_dtype_name(wt), fc_dtype_name(kv), k);
         for (int step = 0; step < 6; step++) {
             const fc_token t = toks[(5 + step) % (int)p.nt];
             cr_assert_eq(fc_llm_session_eval_ex(ctx, p.raw, &t, 1, FC_LLM_LOGITS_LAST, p.a), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert_eq(fc_llm_session_eval_ex(ctx, p.ref, &t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights, %s cache, pass %d step %d: the raw step differs from tensor ops",
+            cr_assert_eq(ref_eval_seq(ctx, p.ref, 0, &t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights, %s cache, pass %d step %d: the decode step differs from tensor ops",
                       fc_dtype_name(wt), fc_dtype_name(kv), k, step);
         }
-        /* a 3-token chunk (tensor path in both) over the raw steps' cache rows */
+        /* a 3-token chunk over the steps' cache rows, every row's logits */
         cr_assert_eq(fc_llm_session_eval(ctx, p.raw, toks + 1, 3, p.a), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval(ctx, p.ref, toks + 1, 3, p.b), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert(!memcmp(p.a, p.b, 3 * p.rb), "%s weights, %s cache: a chunk after raw steps differs", fc_dtype_name(wt),
+        cr_assert_eq(ref_eval_seq(ctx, p.ref, 0, toks + 1, 3, FC_LLM_LOGITS_ALL, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert(!memcmp(p.a, p.b, 3 * p.rb), "%s weights, %s cache: a chunk after the steps differs", fc_dtype_name(wt),
                   fc_dtype_name(kv));
         cr_assert_eq(fc_llm_session_pos(p.raw), 14);
         /* rewind both and run again */
@@ -459,8 +456,8 @@ Test(llm_session, decode_step_is_bitwise_the_tensor_path_q4_K_q8_0) {
 Test(llm_session, decode_step_is_bitwise_the_tensor_path_f16_q8_0) {
     decode_step_equals_tensor_path(NULL, FC_F16, FC_Q8_0);
 }
-/* Lockstep batches on the session's rows against the same batches through
- * tensor ops, bitwise: block weights (q4_K and q8_0 take the packed
+/* Lockstep batches through the library's forward against the same batches
+ * through tensor ops, bitwise: block weights (q4_K and q8_0 take the packed
  * prefill product at two rows and more, q6_K the row-major small-M tile),
  * f16 and q8_0 caches, sequences at different positions, then single steps
  * in between and batches again. */
@@ -471,19 +468,19 @@ static void batch_step_equals_tensor_path(fc_dtype wt, fc_dtype kv, int ns) {
     for (int q = 0; q < ns; q++) { /* prompts of different lengths: different positions */
         cr_assert_eq(fc_llm_session_eval_seq(ctx, p.raw, q, p.toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK,
                      "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_eval_seq(ctx, p.ref, q, p.toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK,
-                     "%s", fc_ctx_error(ctx));
+        cr_assert_eq(ref_eval_seq(ctx, p.ref, q, p.toks + q, 3 + (size_t)q, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
     }
     for (int step = 0; step < 5; step++) {
         fc_token t[4];
         for (int q = 0; q < ns; q++) t[q] = p.toks[(7 + 3 * step + q) % (int)p.nt];
         cr_assert_eq(fc_llm_session_decode_batch(ctx, p.raw, NULL, t, (size_t)ns, p.a), FC_OK, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_llm_session_decode_batch(ctx, p.ref, NULL, t, (size_t)ns, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_assert_eq(ref_decode_batch(ctx, p.ref, t, (size_t)ns, p.b), FC_OK, "%s", fc_ctx_error(ctx));
         cr_assert(!memcmp(p.a, p.b, (size_t)ns * p.rb), "%s weights, %s cache, %d sequences, step %d: the raw batch differs",
                   fc_dtype_name(wt), fc_dtype_name(kv), ns, step);
         if (step == 2) { /* one sequence alone, then batches again */
             cr_assert_eq(fc_llm_session_eval_seq(ctx, p.raw, 1, t, 1, FC_LLM_LOGITS_LAST, p.a), FC_OK, "%s", fc_ctx_error(ctx));
-            cr_assert_eq(fc_llm_session_eval_seq(ctx, p.ref, 1, t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
+            cr_assert_eq(ref_eval_seq(ctx, p.ref, 1, t, 1, FC_LLM_LOGITS_LAST, p.b), FC_OK, "%s", fc_ctx_error(ctx));
             cr_assert(!memcmp(p.a, p.b, p.rb), "%s weights: a single step between batches differs", fc_dtype_name(wt));
         }
     }
