@@ -151,23 +151,86 @@ static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc
     return 0;
 }
 
+/* The row steps (norms, residual adds, biases, activations) of a long
+ * chunk run on the workers, a range of whole rows each: every row is the
+ * same kernel call either way, so the bits do not depend on the split.
+ * Below ROWS_PAR_MIN elements (a decode step) they run inline: a fork
+ * costs more than the work. */
+#define ROWS_PAR_MIN 65536
+
+typedef enum row_op { ROW_RMSNORM, ROW_ADD, ROW_ADD_BIAS, ROW_SWIGLU, ROW_GEGLU } row_op;
+
+typedef struct row_job {
+    row_op op;
+    const fck_table *K;
+    const float *a, *b, *w; /* inputs (w: the norm weight or the bias row) */
+    float *y;
+    int64_t width;          /* elements per row */
+    int64_t a_stride, b_stride; /* row strides of a and b (fused gate/up: 2 widths, b = a + width) */
+    float eps;
+    int64_t n, per_chunk;
+} row_job;
+
+static void rows_do(const row_job *j, int64_t r0, int64_t r1) {
+    const size_t w = (size_t)j->width;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *a = j->a + r * j->a_stride, *b = j->b ? j->b + r * j->b_stride : NULL;
+        float *y = j->y + r * j->width;
+        switch (j->op) {
+        case ROW_RMSNORM: j->K->f32_rmsnorm(w, a, j->w, j->eps, y); break;
+        case ROW_ADD: j->K->f32_add(w, a, b, y); break;
+        case ROW_ADD_BIAS: j->K->f32_add(w, a, j->w, y); break;
+        case ROW_SWIGLU: j->K->f32_swiglu(w, a, b, y); break;
+        case ROW_GEGLU: fc_llm_geglu_ggml(w, a, b, y); break;
+        }
+    }
+}
+
+static void rows_chunk(void *arg, int64_t chunk, int worker) {
+    (void)worker;
+    const row_job *j = arg;
+    const int64_t r0 = chunk * j->per_chunk, r1 = r0 + j->per_chunk < j->n ? r0 + j->per_chunk : j->n;
+    rows_do(j, r0, r1);
+}
+
+static void rows_run(fc_ctx *ctx, row_job *j, int64_t n) {
+    const int threads = fc_ctx_threads(ctx);
+    j->n = n;
+    if (threads <= 1 || n < 2 || n * j->width < ROWS_PAR_MIN) {
+        rows_do(j, 0, n);
+        return;
+    }
+    const int64_t chunks = n < 4 * (int64_t)threads ? n : 4 * (int64_t)threads;
+    j->per_chunk = (n + chunks - 1) / chunks;
+    fc_workers_run(fc_ctx_workers(ctx), (n + j->per_chunk - 1) / j->per_chunk, rows_chunk, j);
+}
+
+/* y[r] = a[r] + b[r] for n rows of width e (f32_add: a + b, exact either order). */
+static void add_rows(fc_ctx *ctx, const fck_table *K, const float *a, const float *b, int64_t n, int64_t e, float *y) {
+    row_job j = {.op = ROW_ADD, .K = K, .a = a, .b = b, .y = y, .width = e, .a_stride = e, .b_stride = e};
+    rows_run(ctx, &j, n);
+}
+
 /* y[r] += b for each of n rows of width w (ggml_add of a bias row). */
-static void add_bias(const fck_table *K, float *y, const fc_tensor *b, int64_t n, int64_t w) {
-    if (b) K->f32_add_row((size_t)n, (size_t)w, y, fc_tensor_data(b), y);
+static void add_bias(fc_ctx *ctx, const fck_table *K, float *y, const fc_tensor *b, int64_t n, int64_t w) {
+    if (!b) return;
+    row_job j = {.op = ROW_ADD_BIAS, .K = K, .a = y, .w = fc_tensor_data(b), .y = y, .width = w, .a_stride = w};
+    rows_run(ctx, &j, n);
 }
 
 /* y[r] = rmsnorm(x[r]) * w for n rows of width e. */
-static void norm_rows(const fck_table *K, const float *x, const fc_tensor *w, float eps, int64_t n, int64_t e,
-                      float *y) {
-    for (int64_t r = 0; r < n; r++) K->f32_rmsnorm((size_t)e, x + r * e, fc_tensor_data(w), eps, y + r * e);
+static void norm_rows(fc_ctx *ctx, const fck_table *K, const float *x, const fc_tensor *w, float eps, int64_t n,
+                      int64_t e, float *y) {
+    row_job j = {.op = ROW_RMSNORM, .K = K, .a = x, .w = fc_tensor_data(w), .y = y, .width = e, .a_stride = e, .eps = eps};
+    rows_run(ctx, &j, n);
 }
 
 /* The per-head norm (when the family has one), then RoPE in place, of n
  * rows of n_heads heads of hd: x -> y rotated. */
-static int norm_rope(const fck_table *K, fc_workers *wk, const fc_llm_hparams *hp, const float *x, float *y,
-                     int64_t n, int64_t n_heads, const fc_tensor *norm, const float *cs, const float *sn) {
+static int norm_rope(fc_ctx *ctx, const fck_table *K, const fc_llm_hparams *hp, const float *x, float *y, int64_t n,
+                     int64_t n_heads, const fc_tensor *norm, const float *cs, const float *sn) {
     const int64_t hd = hp->head_dim, w = n_heads * hd;
-    if (norm) norm_rows(K, x, norm, (float)hp->rms_eps, n * n_heads, hd, y);
+    if (norm) norm_rows(ctx, K, x, norm, (float)hp->rms_eps, n * n_heads, hd, y);
     else if (y != x) memcpy(y, x, (size_t)(n * w) * sizeof(float));
     fc_rope_apply_args a;
     memset(&a, 0, sizeof a);
@@ -185,7 +248,7 @@ static int norm_rope(const fck_table *K, fc_workers *wk, const fc_llm_hparams *h
     a.y = y;
     a.y_ts = w;
     a.y_hs = hd;
-    return fc_rope_apply_f32(wk, &a);
+    return fc_rope_apply_f32(fc_ctx_workers(ctx), &a);
 }
 
 /* Each row's cos/sin tables for a RoPE base, as fc_rope builds them. */
@@ -280,16 +343,11 @@ static int attend(fc_ctx *ctx, fc_workers *wk, const fc_llm_hparams *hp, fc_llm_
 /* The gated activation of n rows: act = silu(gate) * up, or GELU(tanh) as
  * ggml's CPU computes it (src/llm/gelu_ggml.c). A fused gate/up output
  * [n, 2 ff] has each row's gate half first. */
-static void activate(const fck_table *K, const fc_llm_hparams *hp, const float *gt, const float *up, int fused,
-                     int64_t n, int64_t F, float *act) {
-    for (int64_t r = 0; r < n; r++) {
-        const float *g = fused ? gt + r * 2 * F : gt + r * F, *u = fused ? g + F : up + r * F;
-        if (hp->ffn_gelu) fc_llm_geglu_ggml((size_t)F, g, u, act + r * F);
-        else if (!fused) {
-            K->f32_swiglu((size_t)(n * F), gt, up, act); /* contiguous: one call for all rows */
-            return;
-        } else K->f32_swiglu((size_t)F, g, u, act + r * F);
-    }
+static void activate(fc_ctx *ctx, const fck_table *K, const fc_llm_hparams *hp, const float *gt, const float *up,
+                     int fused, int64_t n, int64_t F, float *act) {
+    row_job j = {.op = hp->ffn_gelu ? ROW_GEGLU : ROW_SWIGLU, .K = K, .a = gt, .b = fused ? gt + F : up, .y = act,
+                 .width = F, .a_stride = fused ? 2 * F : F, .b_stride = fused ? 2 * F : F};
+    rows_run(ctx, &j, n);
 }
 
 /* The mixture of experts for n rows (llama.cpp's build_moe_ffn with softmax
@@ -317,17 +375,11 @@ static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, co
         if (project(ctx, in, c, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]}, (float *const[]){b->gt, b->up},
                     2) != 0)
             return -1;
-        activate(K, hp, b->gt, b->up, 0, c, FX, b->act);
+        activate(ctx, K, hp, b->gt, b->up, 0, c, FX, b->act);
         /* down into the gather rows (consumed), then weighted into the slots */
         float *y = n > 1 ? gath : acc + idx[0] * E;
         if (project(ctx, b->act, c, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0) return -1;
-        for (int64_t r = 0; r < c; r++) {
-            const int64_t i = idx[r];
-            const float wk = w[i];
-            float *dst = acc + i * E;
-            const float *src = y + r * E;
-            for (int64_t j = 0; j < E; j++) dst[j] = src[j] * wk;
-        }
+        for (int64_t r = 0; r < c; r++) K->f32_scale((size_t)E, y + r * E, w[idx[r]], acc + idx[r] * E);
     }
     for (int64_t t = 0; t < n; t++) {
         float *ot = b->f + t * E;
@@ -347,7 +399,7 @@ static int dense_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, 
     } else if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){b->gt, b->up}, 2) != 0)
         return -1;
     fc_llm_prefetch(ctx, L->down); /* over the activation */
-    activate(K, hp, b->gt, b->up, fused, n, F, b->act);
+    activate(ctx, K, hp, b->gt, b->up, fused, n, F, b->act);
     return project(ctx, b->act, n, F, (fc_tensor *const[]){L->down}, (float *const[]){b->f}, 1);
 }
 
@@ -366,15 +418,16 @@ static int qkv(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, const 
     } else if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->wq, L->wk, L->wv}, (float *const[]){b->q, b->k, b->v},
                        3) != 0)
         return -1;
-    add_bias(K, b->q, L->bq, n, Q);
-    add_bias(K, b->k, L->bk, n, KV);
-    add_bias(K, b->v, L->bv, n, KV);
+    add_bias(ctx, K, b->q, L->bq, n, Q);
+    add_bias(ctx, K, b->k, L->bk, n, KV);
+    add_bias(ctx, K, b->v, L->bv, n, KV);
     return 0;
 }
 
 /* y = rmsnorm(x) * w of n rows in place (the post-norms). */
-static void norm_in_place(const fck_table *K, float *x, const fc_tensor *w, float eps, int64_t n, int64_t e) {
-    if (w) norm_rows(K, x, w, eps, n, e, x);
+static void norm_in_place(fc_ctx *ctx, const fck_table *K, float *x, const fc_tensor *w, float eps, int64_t n,
+                          int64_t e) {
+    if (w) norm_rows(ctx, K, x, w, eps, n, e, x);
 }
 
 /* One chunk: n rows in n_seg segments, embedding rows x0. */
@@ -398,14 +451,14 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
     }
     memcpy(b.x, x0, (size_t)(n * E) * sizeof(float));
     if (hp->embd_scale != 1.0) K->f32_scale((size_t)(n * E), b.x, (float)hp->embd_scale, b.x);
-    norm_rows(K, b.x, m->layers[0].attn_norm, eps, n, E, b.h);
+    norm_rows(ctx, K, b.x, m->layers[0].attn_norm, eps, n, E, b.h);
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const fc_llm_layer *L = &m->layers[l];
         if (qkv(K, ctx, hp, L, &b) != 0) goto nomem;
         fc_llm_prefetch(ctx, L->wo); /* over the norms, rope and attention */
         const float *cs = L->swa ? b.cs_w : b.cs, *sn = L->swa ? b.sn_w : b.sn;
-        if (norm_rope(K, wk, hp, b.q, b.q, n, NH, L->q_norm, cs, sn) != 0 ||
-            norm_rope(K, wk, hp, b.k, b.k, n, NKV, L->k_norm, cs, sn) != 0) {
+        if (norm_rope(ctx, K, hp, b.q, b.q, n, NH, L->q_norm, cs, sn) != 0 ||
+            norm_rope(ctx, K, hp, b.k, b.k, n, NKV, L->k_norm, cs, sn) != 0) {
             fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: the rotation was rejected (layer %lld)", (long long)l);
             return FC_ERR_INVALID_ARG;
         }
@@ -423,27 +476,27 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
             }
         }
         if (project(ctx, b.att, n, Q, (fc_tensor *const[]){L->wo}, (float *const[]){b.o}, 1) != 0) goto nomem;
-        add_bias(K, b.o, L->bo, n, E);
+        add_bias(ctx, K, b.o, L->bo, n, E);
         fc_llm_prefetch(ctx, L->gate_inp ? L->gate_inp : L->gate ? L->gate : L->up); /* the FFN's first weights */
-        norm_in_place(K, b.o, L->attn_post_norm, eps, n, E);
+        norm_in_place(ctx, K, b.o, L->attn_post_norm, eps, n, E);
         /* residual add, then the FFN's norm (the same bits as fc_rmsnorm_residual) */
-        K->f32_add((size_t)(n * E), b.o, b.x, b.x);
-        norm_rows(K, b.x, L->ffn_norm, eps, n, E, b.h);
+        add_rows(ctx, K, b.o, b.x, n, E, b.x);
+        norm_rows(ctx, K, b.x, L->ffn_norm, eps, n, E, b.h);
         if ((L->gate_inp ? moe_ffn(K, ctx, hp, L, &b) : dense_ffn(K, ctx, hp, L, &b)) != 0) goto nomem;
-        norm_in_place(K, b.f, L->ffn_post_norm, eps, n, E);
+        norm_in_place(ctx, K, b.f, L->ffn_post_norm, eps, n, E);
         fc_llm_prefetch(ctx, l + 1 < hp->n_layer ? (m->layers[l + 1].wqkv ? m->layers[l + 1].wqkv : m->layers[l + 1].wq)
                                                  : m->output);
         if (l + 1 < hp->n_layer) {
-            K->f32_add((size_t)(n * E), b.f, b.x, b.x);
-            norm_rows(K, b.x, m->layers[l + 1].attn_norm, eps, n, E, b.h);
+            add_rows(ctx, K, b.f, b.x, n, E, b.x);
+            norm_rows(ctx, K, b.x, m->layers[l + 1].attn_norm, eps, n, E, b.h);
         } else {
-            K->f32_add((size_t)(n * E), b.x, b.f, b.x); /* fc_add(x, f) */
+            add_rows(ctx, K, b.x, b.f, n, E, b.x); /* fc_add(x, f) */
         }
     }
     if (which != FC_LLM_LOGITS_NONE && logits) {
         /* LAST: the last row (one segment); ALL: every row */
         const int64_t n_out = which == FC_LLM_LOGITS_LAST ? 1 : n, r0 = n - n_out;
-        norm_rows(K, b.x + r0 * E, m->output_norm, eps, n_out, E, b.h);
+        norm_rows(ctx, K, b.x + r0 * E, m->output_norm, eps, n_out, E, b.h);
         if (project(ctx, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
             goto nomem;
         if (hp->final_softcap > 0) { /* ggml: scale by 1/cap, tanh, scale by cap */
