@@ -1,20 +1,25 @@
 /* Fucina: LLM models (GGUF, llama.cpp's tensor names and metadata keys).
  *
- * Supported architectures: qwen3 (dense) and qwen3moe (the same attention, a
- * top-k routed mixture-of-experts FFN). A model is loaded from a GGUF file:
- * the architecture descriptor (fc_llm_hparams) comes from the metadata keys
- * "<arch>.block_count", ".embedding_length", ... exactly as llama.cpp reads
- * them; the weights are zero-copy tensors over the mapped file (f32, f16 or
- * any block format fc_linear accepts); the tokenizer is built from the same
- * file (fucina/tokenizer.h).
+ * Families (fc_llm_arch; src/llm/arch.c holds one table entry per family):
+ * qwen3 and qwen3moe, llama (Llama 2/3.x, Mistral, and Mixtral when the file
+ * has experts), qwen2 (Qwen2/2.5), gemma3, gemma2 and phi3. A model is loaded
+ * from a GGUF file: the architecture descriptor (fc_llm_hparams) comes from
+ * the metadata keys "<arch>.block_count", ".embedding_length", ... exactly as
+ * llama.cpp reads them, with the family's graph switches; the weights are
+ * zero-copy tensors over the file's bytes in memory (f32, f16, bf16 or any
+ * block format fc_linear accepts); the tokenizer is built from the same file
+ * (fucina/tokenizer.h).
  *
  * Evaluation goes through a session: a KV cache (f16 by default, f32 or
  * q8_0) of n_ctx positions per sequence, for one or several sequences.
  * fc_llm_session_eval appends tokens (a prefill of many, or one decode step)
  * and returns the logits of every appended position. The forward follows
- * llama.cpp's graph (src/models/qwen3.cpp): pre-norm RMSNorm blocks, per-head
- * RMSNorm of Q and K, NeoX RoPE, GQA causal attention scaled by 1/sqrt(d),
- * SiLU-gated FFN, tied output when "output.weight" is absent.
+ * llama.cpp's graph of the family (src/models/<arch>.cpp), one layer
+ * description for all of them (src/llm/forward.c): pre-norm RMSNorm blocks,
+ * optional per-head Q/K norms and Q/K/V biases, NeoX or normal RoPE, GQA
+ * causal attention with optional softcap and sliding window, optional
+ * post-norms, SiLU- or GELU-gated FFN or routed experts, tied output when
+ * "output.weight" is absent.
  *
  * Models and sessions own their tensors: create and free them outside any
  * exec scope (fc_scope_begin) of the calling thread. */
@@ -70,7 +75,12 @@ typedef struct fc_llm_hparams {
     int64_t n_ff_exp;      /* <arch>.expert_feed_forward_length (default n_ff / n_expert_used) */
     /* The graph's switches: the family's (src/llm/arch.c) as the file sets them. */
     int rope_neox;          /* 1: NeoX rotate-half pairs; 0: llama.cpp's "normal" adjacent pairs */
-    double rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling (1: none) */
+    double rope_freq_scale; /* 1 / <arch>.rope.scaling.factor (linear or YaRN scaling; 1: none) */
+    double rope_attn_factor; /* <arch>.rope.scaling.attn_factor: the rotation's magnitude (default 1) */
+    int64_t n_ctx_orig;     /* <arch>.rope.scaling.original_context_length (YaRN; default n_ctx_train) */
+    double rope_ext_factor; /* YaRN's extrapolation mix: 1 with rope.scaling.type = yarn, else 0 */
+    double yarn_beta_fast, yarn_beta_slow; /* <arch>.rope.scaling.yarn_beta_fast / _slow (default 32 / 1) */
+    double rope_freq_scale_swa; /* the frequency scale of sliding layers (gemma3: 1, unscaled) */
     int has_rope_freqs;     /* rope_freqs.weight divides the frequencies (Llama 3.1 and later) */
     int qk_norm;            /* per-head RMSNorm of Q and K */
     int attn_bias;          /* Q/K/V projections have biases */
@@ -116,6 +126,11 @@ typedef struct fc_make_model_options {
     int64_t n_vocab;
     int moe;        /* llama: the Mixtral variant (the preset's experts, each feed_forward_length wide) */
     int rope_freqs; /* llama: write rope_freqs.weight (Llama 3.1's frequency divisors) */
+    /* NULL: no RoPE scaling keys; "linear" or "yarn": rope.scaling.type, .factor =
+     * rope_scaling_factor (> 0; 0 means 4) and .original_context_length = the preset's
+     * context / factor */
+    const char *rope_scaling;
+    double rope_scaling_factor;
 } fc_make_model_options;
 
 /* Write a model with llama.cpp's tensor names and metadata keys and a real

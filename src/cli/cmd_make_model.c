@@ -23,13 +23,15 @@ static const char *arch_list(void)
 static void help(FILE *f)
 {
     fprintf(f, "usage: fucina make-model [--arch ARCH] [--preset NAME] [--dtype TYPE] [--mix MIX] [--moe]\n"
-               "                          [--rope-freqs] [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
+               "                          [--rope-freqs] [--rope-scaling linear|yarn] [--rope-scale F]\n"
+               "                          [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
                "Writes a random-weight model with llama.cpp's tensor names and metadata keys and a real\n"
                "byte-level BPE vocabulary (it loads in llama.cpp). Defaults: qwen3, tiny, f32, seed 1,\n"
                "output tied to token_embd (--untied writes output.weight).\n"
                "--arch: %s (the family's tensors, keys\n"
                "and switches from Fucina's architecture table). --moe: llama as Mixtral (the preset's\n"
-               "experts); --rope-freqs: llama with Llama 3.1's rope_freqs.weight.\n"
+               "experts); --rope-freqs: llama with Llama 3.1's rope_freqs.weight. --rope-scaling linear|yarn\n"
+               "[--rope-scale F]: RoPE scaling keys (factor F, default 4; original context = the preset's / F).\n"
                "Presets: tiny (embd 64, 2 layers), small (embd 256, 2 layers: K-quants apply to every\n"
                "matrix), 0.6b (Qwen3-0.6B's shapes and 151936-token vocabulary; qwen3moe: 16 experts of 768, 4 used),\n"
                "llama-1b (Llama-3.2-1B's shapes), gemma3-1b (Gemma-3-1B's shapes).\n"
@@ -63,6 +65,15 @@ int fc_cmd_make_model(int argc, char **argv)
             o.moe = 1;
         } else if (!strcmp(a, "--rope-freqs")) {
             o.rope_freqs = 1;
+        } else if (!strcmp(a, "--rope-scaling") && has) {
+            o.rope_scaling = argv[++i];
+        } else if (!strcmp(a, "--rope-scale") && has) {
+            char *end;
+            o.rope_scaling_factor = strtod(argv[++i], &end);
+            if (*end || !(o.rope_scaling_factor > 0)) {
+                fprintf(stderr, "fucina make-model: --rope-scale '%s' is not a number > 0\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--n-vocab") && has) {
             o.n_vocab = strtoll(argv[++i], NULL, 10);
         } else if (!strcmp(a, "--mix") && has) {

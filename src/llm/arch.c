@@ -198,7 +198,7 @@ static const fc_llm_arch_desc k_archs[] = {
     {.arch = FC_LLM_ARCH_QWEN2, .name = "qwen2", .rope_neox = 1, .attn_bias = 1, .q_is_embd = 1, .ffn = FC_FFN_DENSE,
      .globals = k_globals, .n_globals = N(k_globals), .layer = k_layer_qwen2, .n_layer = N(k_layer_qwen2)},
     {.arch = FC_LLM_ARCH_GEMMA3, .name = "gemma3", .rope_neox = 1, .qk_norm = 1, .post_norms = 1, .ffn_gelu = 1,
-     .embd_scale = 1, .scale_rule = FC_SCALE_Q_GEMMA, .scale_embd_layers = 62, .ffn = FC_FFN_DENSE,
+     .embd_scale = 1, .scale_rule = FC_SCALE_Q_GEMMA, .scale_embd_layers = 62, .swa_unscaled = 1, .ffn = FC_FFN_DENSE,
      .keys = k_keys_gemma3, .n_keys = N(k_keys_gemma3),
      .globals = k_globals, .n_globals = N(k_globals), .layer = k_layer_gemma3, .n_layer = N(k_layer_gemma3)},
     {.arch = FC_LLM_ARCH_GEMMA2, .name = "gemma2", .rope_neox = 1, .post_norms = 1, .ffn_gelu = 1, .embd_scale = 1,

@@ -96,6 +96,7 @@ typedef struct fc_llm_arch_desc {
     int embd_scale;                    /* multiply the embeddings by sqrt(n_embd) */
     fc_llm_scale_rule scale_rule;
     fc_llm_ffn_kind ffn;
+    int swa_unscaled;                  /* sliding layers take no RoPE scaling (gemma3) */
     int scale_embd_layers;             /* FC_SCALE_Q_GEMMA: the block count of the model scaled by n_embd / n_head */
     int q_is_embd;                     /* llama.cpp's graph takes Q and the output projection n_embd wide */
     /* family-specific metadata keys, beyond k_common_keys */

@@ -251,13 +251,20 @@ static int norm_rope(fc_ctx *ctx, const fck_table *K, const fc_llm_hparams *hp, 
     return fc_rope_apply_f32(fc_ctx_workers(ctx), &a);
 }
 
-/* Each row's cos/sin tables for a RoPE base, as fc_rope builds them. */
-static int rope_tables(const fc_llm_model *m, double base, const int64_t *pos, int64_t n, float *cs, float *sn) {
+/* Each row's cos/sin tables for a RoPE base and frequency scale, as
+ * ggml_rope_ext builds them (YaRN's parameters from the file). */
+static int rope_tables(const fc_llm_model *m, double base, double freq_scale, const int64_t *pos, int64_t n, float *cs,
+                       float *sn) {
     const fc_llm_hparams *hp = &m->hp;
     fc_rope_params rp;
     fc_rope_params_default(&rp, hp->n_rot);
     rp.theta_base = (float)base;
-    rp.freq_scale = (float)hp->rope_freq_scale;
+    rp.freq_scale = (float)freq_scale;
+    rp.n_ctx_orig = hp->n_ctx_orig;
+    rp.ext_factor = (float)hp->rope_ext_factor;
+    rp.attn_factor = (float)hp->rope_attn_factor;
+    rp.beta_fast = (float)hp->yarn_beta_fast;
+    rp.beta_slow = (float)hp->yarn_beta_slow;
     rp.freq_factors = m->rope_freqs ? fc_tensor_data(m->rope_freqs) : NULL;
     return fc_rope_cache_f32(&rp, pos, n, cs, sn, hp->n_rot / 2);
 }
@@ -444,8 +451,8 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
     carve(&b, s->rows, hp, n);
     const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
-    if (rope_tables(m, hp->rope_theta, pos, n, b.cs, b.sn) != 0 ||
-        (hp->swa_pattern && rope_tables(m, hp->rope_theta_swa, pos, n, b.cs_w, b.sn_w) != 0)) {
+    if (rope_tables(m, hp->rope_theta, hp->rope_freq_scale, pos, n, b.cs, b.sn) != 0 ||
+        (hp->swa_pattern && rope_tables(m, hp->rope_theta_swa, hp->rope_freq_scale_swa, pos, n, b.cs_w, b.sn_w) != 0)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_forward: rope base %g rejected", hp->rope_theta);
         return FC_ERR_INVALID_ARG;
     }

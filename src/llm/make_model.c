@@ -376,6 +376,17 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     TRY(fc_gguf_set_str(w, "general.name", name));
     if (!mix) TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
     TRY(write_keys(w, d, hp));
+    if (opt->rope_scaling) {
+        const double f = opt->rope_scaling_factor > 0 ? opt->rope_scaling_factor : 4.0;
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", d->name);
+        TRY(fc_gguf_set_str(w, key, opt->rope_scaling));
+        snprintf(key, sizeof key, "%s.rope.scaling.factor", d->name);
+        TRY(fc_gguf_set_f32(w, key, (float)f));
+        snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", d->name);
+        const int64_t orig = (int64_t)((double)hp->n_ctx_train / f);
+        TRY(fc_gguf_set_u32(w, key, (uint32_t)(orig > 0 ? orig : 1)));
+    }
     TRY(fc_gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
     TRY(fc_gguf_set_str(w, "tokenizer.ggml.pre", "qwen2"));
     TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, NULL, (uint64_t)v.n));
@@ -477,6 +488,14 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
     }
     if (opt->rope_freqs && d->arch != FC_LLM_ARCH_LLAMA) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope_freqs applies to llama only, not %s", op, d->name);
+        return FC_ERR_INVALID_ARG;
+    }
+    if (opt->rope_scaling && strcmp(opt->rope_scaling, "linear") && strcmp(opt->rope_scaling, "yarn")) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope scaling '%s' is not linear or yarn", op, opt->rope_scaling);
+        return FC_ERR_INVALID_ARG;
+    }
+    if (opt->rope_scaling_factor < 0 || !isfinite(opt->rope_scaling_factor)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope scaling factor %g must be > 0", op, opt->rope_scaling_factor);
         return FC_ERR_INVALID_ARG;
     }
     fc_llm_hparams hp;

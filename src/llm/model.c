@@ -199,7 +199,10 @@ static int bad_hp(fc_ctx *ctx, const char *fmt, ...) {
     return -1;
 }
 
-/* The rope scaling keys: none, or linear (freq_scale = 1 / factor). */
+/* The rope scaling keys: none, linear or YaRN (freq_scale = 1 / factor;
+ * YaRN also mixes in extrapolation with ext_factor 1 between the
+ * beta_fast / beta_slow correction dims of original_context_length, as
+ * llama.cpp's context sets it when the type is yarn). */
 static int rope_scaling(fc_ctx *ctx, fc_gguf *g, const char *path, const char *a, fc_llm_hparams *hp) {
     char key[128];
     const char *type = NULL;
@@ -211,16 +214,30 @@ static int rope_scaling(fc_ctx *ctx, fc_gguf *g, const char *path, const char *a
     double factor = 0;
     snprintf(key, sizeof key, "%s.rope.scaling.factor", a);
     if (get_f32(ctx, g, path, key, 0, 0.0, &factor)) return -1;
+    snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", a);
+    if (get_f32(ctx, g, path, key, 0, 1.0, &hp->rope_attn_factor)) return -1;
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", a);
+    if (get_u32(ctx, g, path, key, 0, hp->n_ctx_train, &hp->n_ctx_orig)) return -1;
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_fast", a);
+    if (get_f32(ctx, g, path, key, 0, 32.0, &hp->yarn_beta_fast)) return -1;
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_beta_slow", a);
+    if (get_f32(ctx, g, path, key, 0, 1.0, &hp->yarn_beta_slow)) return -1;
+    if (factor < 0 || !isfinite(factor))
+        return bad_hp(ctx, "%s: %s.rope.scaling.factor is %g (must be >= 0)", path, a, factor);
+    if (!(hp->rope_attn_factor > 0) || hp->n_ctx_orig < 1)
+        return bad_hp(ctx, "%s: %s.rope.scaling.attn_factor (%g) and original_context_length (%lld) must be > 0", path,
+                      a, hp->rope_attn_factor, (long long)hp->n_ctx_orig);
     hp->rope_freq_scale = 1.0;
+    hp->rope_ext_factor = 0.0;
     if (type && !strcmp(type, "none")) return 0;
-    if (!type || !strcmp(type, "linear")) { /* llama.cpp's default type; factor 0 (absent) means none */
-        if (factor < 0 || !isfinite(factor))
-            return bad_hp(ctx, "%s: %s.rope.scaling.factor is %g (must be >= 0)", path, a, factor);
+    const int yarn = type && !strcmp(type, "yarn");
+    if (!type || !strcmp(type, "linear") || yarn) { /* linear is llama.cpp's default type; factor 0 means none */
         hp->rope_freq_scale = factor == 0 ? 1.0 : 1.0f / (float)factor;
+        hp->rope_ext_factor = yarn ? 1.0 : 0.0;
         return 0;
     }
-    fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: %s.rope.scaling.type '%s' is not supported (supported: none, linear)", path, a,
-            type);
+    fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: %s.rope.scaling.type '%s' is not supported (supported: none, linear, yarn)",
+            path, a, type);
     return -1;
 }
 
@@ -291,6 +308,7 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
         return bad_hp(ctx, "%s: %s.attention.sliding_window_pattern out of range", path, a);
     if (hp->n_swa == 0) hp->swa_pattern = 0;
     if (!(hp->rope_theta_swa > 0)) hp->rope_theta_swa = hp->rope_theta; /* DERIVED, or a family without one */
+    hp->rope_freq_scale_swa = d->swa_unscaled ? 1.0 : hp->rope_freq_scale;
     hp->attn_prescale = d->scale_rule != FC_SCALE_HEAD_DIM;
     switch (d->scale_rule) {
     case FC_SCALE_HEAD_DIM:

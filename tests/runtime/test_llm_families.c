@@ -37,12 +37,14 @@ typedef struct family_case {
     const char *arch, *preset;
     fc_dtype dt;
     int moe, rope_freqs, untied;
+    const char *rope_scaling; /* NULL, "linear" or "yarn" (factor 4) */
 } family_case;
 
 static void make(const family_case *fc, const char *name, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", dir, name);
     fc_make_model_options mo = {.arch = fc->arch, .preset = fc->preset, .dtype = fc->dt, .seed = lp_seed(7),
-                                .moe = fc->moe, .rope_freqs = fc->rope_freqs, .untied = fc->untied};
+                                .moe = fc->moe, .rope_freqs = fc->rope_freqs, .untied = fc->untied,
+                                .rope_scaling = fc->rope_scaling};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "fc_llm_make_model: %s", fc_ctx_error(ctx));
 }
 
@@ -98,8 +100,9 @@ static void batch_equals_single(fc_llm_model *m, const fc_token *toks, size_t nt
 static void parity(const family_case *fc, fc_llm_arch arch, double bound, double min_cos, int max_outliers) {
     lp_oracle o = lp_get_oracle();
     char name[96], path[512];
-    snprintf(name, sizeof name, "%s%s%s_%s_%s.gguf", fc->arch, fc->moe ? "_moe" : "", fc->rope_freqs ? "_freqs" : "",
-             fc->preset ? fc->preset : "tiny", fc_dtype_name(fc->dt ? fc->dt : FC_F32));
+    snprintf(name, sizeof name, "%s%s%s%s%s_%s_%s.gguf", fc->arch, fc->moe ? "_moe" : "", fc->rope_freqs ? "_freqs" : "",
+             fc->rope_scaling ? "_" : "", fc->rope_scaling ? fc->rope_scaling : "", fc->preset ? fc->preset : "tiny",
+             fc_dtype_name(fc->dt ? fc->dt : FC_F32));
     make(fc, name, path, sizeof path);
     fc_llm_model *m = fc_llm_model_load(ctx, path);
     cr_assert_not_null(m, "load: %s", fc_ctx_error(ctx));
@@ -124,62 +127,70 @@ static void parity(const family_case *fc, fc_llm_arch arch, double bound, double
 /* ---- llama -------------------------------------------------------------------------- */
 
 Test(llm_families, llama_f32_matches_llama) {
-    parity(&(family_case){"llama", NULL, FC_F32, 0, 0, 1}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
+    parity(&(family_case){"llama", NULL, FC_F32, 0, 0, 1, NULL}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
 }
 Test(llm_families, llama_rope_freqs_f32_matches_llama) {
-    parity(&(family_case){"llama", NULL, FC_F32, 0, 1, 0}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
+    parity(&(family_case){"llama", NULL, FC_F32, 0, 1, 0, NULL}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
 }
 Test(llm_families, llama_q8_0_matches_llama) {
-    parity(&(family_case){"llama", "small", FC_Q8_0, 0, 0, 1}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
+    parity(&(family_case){"llama", "small", FC_Q8_0, 0, 0, 1, NULL}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
 }
 Test(llm_families, llama_q4_K_matches_llama) {
-    parity(&(family_case){"llama", "small", FC_Q4_K, 0, 1, 0}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
+    parity(&(family_case){"llama", "small", FC_Q4_K, 0, 1, 0, NULL}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
 }
 Test(llm_families, llama_q6_K_matches_llama) {
-    parity(&(family_case){"llama", "small", FC_Q6_K, 0, 0, 0}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
+    parity(&(family_case){"llama", "small", FC_Q6_K, 0, 0, 0, NULL}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 0);
+}
+/* RoPE scaling: YaRN (factor 4, original context 64: the prompt's positions
+ * cross both correction dims) and linear */
+Test(llm_families, llama_yarn_f32_matches_llama) {
+    parity(&(family_case){"llama", NULL, FC_F32, 0, 0, 1, "yarn"}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
+}
+Test(llm_families, qwen2_linear_rope_scaling_f32_matches_llama) {
+    parity(&(family_case){"qwen2", NULL, FC_F32, 0, 0, 0, "linear"}, FC_LLM_ARCH_QWEN2, 1e-5, 0.0, 0);
 }
 Test(llm_families, mixtral_f32_matches_llama) {
-    parity(&(family_case){"llama", NULL, FC_F32, 1, 0, 1}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
+    parity(&(family_case){"llama", NULL, FC_F32, 1, 0, 1, NULL}, FC_LLM_ARCH_LLAMA, 1e-5, 0.0, 0);
 }
 /* a router tie inside the quantization noise may pick another expert (llm_parity.h) */
 Test(llm_families, mixtral_q4_K_matches_llama) {
-    parity(&(family_case){"llama", "small", FC_Q4_K, 1, 0, 1}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 2);
+    parity(&(family_case){"llama", "small", FC_Q4_K, 1, 0, 1, NULL}, FC_LLM_ARCH_LLAMA, 2e-2, 0.999, 2);
 }
 
 /* ---- qwen2 -------------------------------------------------------------------------- */
 
 Test(llm_families, qwen2_f32_matches_llama) {
-    parity(&(family_case){"qwen2", NULL, FC_F32, 0, 0, 0}, FC_LLM_ARCH_QWEN2, 1e-5, 0.0, 0);
+    parity(&(family_case){"qwen2", NULL, FC_F32, 0, 0, 0, NULL}, FC_LLM_ARCH_QWEN2, 1e-5, 0.0, 0);
 }
 Test(llm_families, qwen2_f16_matches_llama) {
-    parity(&(family_case){"qwen2", NULL, FC_F16, 0, 0, 1}, FC_LLM_ARCH_QWEN2, 5e-3, 0.0, 0);
+    parity(&(family_case){"qwen2", NULL, FC_F16, 0, 0, 1, NULL}, FC_LLM_ARCH_QWEN2, 5e-3, 0.0, 0);
 }
 Test(llm_families, qwen2_q8_0_matches_llama) {
-    parity(&(family_case){"qwen2", "small", FC_Q8_0, 0, 0, 0}, FC_LLM_ARCH_QWEN2, 2e-2, 0.999, 0);
+    parity(&(family_case){"qwen2", "small", FC_Q8_0, 0, 0, 0, NULL}, FC_LLM_ARCH_QWEN2, 2e-2, 0.999, 0);
 }
 
 /* ---- gemma3 / gemma2 ---------------------------------------------------------------- */
 
 Test(llm_families, gemma3_f32_matches_llama) {
-    parity(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0}, FC_LLM_ARCH_GEMMA3, 1e-5, 0.0, 0);
+    parity(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA3, 1e-5, 0.0, 0);
 }
 Test(llm_families, gemma3_q8_0_matches_llama) {
-    parity(&(family_case){"gemma3", "small", FC_Q8_0, 0, 0, 0}, FC_LLM_ARCH_GEMMA3, 2e-2, 0.999, 0);
+    parity(&(family_case){"gemma3", "small", FC_Q8_0, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA3, 2e-2, 0.999, 0);
 }
 Test(llm_families, gemma3_q4_K_matches_llama) {
-    parity(&(family_case){"gemma3", "small", FC_Q4_K, 0, 0, 0}, FC_LLM_ARCH_GEMMA3, 2e-2, 0.999, 0);
+    parity(&(family_case){"gemma3", "small", FC_Q4_K, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA3, 2e-2, 0.999, 0);
 }
 Test(llm_families, gemma2_f32_matches_llama) {
-    parity(&(family_case){"gemma2", NULL, FC_F32, 0, 0, 0}, FC_LLM_ARCH_GEMMA2, 1e-5, 0.0, 0);
+    parity(&(family_case){"gemma2", NULL, FC_F32, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA2, 1e-5, 0.0, 0);
 }
 
 /* ---- phi3 ----------------------------------------------------------------------------- */
 
 Test(llm_families, phi3_f32_matches_llama) {
-    parity(&(family_case){"phi3", NULL, FC_F32, 0, 0, 1}, FC_LLM_ARCH_PHI3, 1e-5, 0.0, 0);
+    parity(&(family_case){"phi3", NULL, FC_F32, 0, 0, 1, NULL}, FC_LLM_ARCH_PHI3, 1e-5, 0.0, 0);
 }
 Test(llm_families, phi3_q6_K_matches_llama) {
-    parity(&(family_case){"phi3", "small", FC_Q6_K, 0, 0, 1}, FC_LLM_ARCH_PHI3, 2e-2, 0.999, 0);
+    parity(&(family_case){"phi3", "small", FC_Q6_K, 0, 0, 1, NULL}, FC_LLM_ARCH_PHI3, 2e-2, 0.999, 0);
 }
 
 /* ---- bad input ------------------------------------------------------------------------ */
@@ -187,7 +198,7 @@ Test(llm_families, phi3_q6_K_matches_llama) {
 /* Each family's loader names the file and the key or tensor it refuses. */
 Test(llm_families, bad_files_are_clear_errors) {
     char path[512], bad[512];
-    make(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0}, "g3.gguf", path, sizeof path);
+    make(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0, NULL}, "g3.gguf", path, sizeof path);
     snprintf(bad, sizeof bad, "%s/g3_no_post_norm.gguf", dir);
     lp_gguf_rewrite(ctx, path, bad, NULL, 0, "blk.1.post_ffw_norm.weight");
     cr_assert_null(fc_llm_model_load(ctx, bad));
@@ -198,7 +209,7 @@ Test(llm_families, bad_files_are_clear_errors) {
     cr_assert_null(fc_llm_model_load(ctx, bad));
     cr_assert(strstr(fc_ctx_error(ctx), "layer_norm_rms_epsilon"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
-    make(&(family_case){"phi3", NULL, FC_F32, 0, 0, 0}, "p3.gguf", path, sizeof path);
+    make(&(family_case){"phi3", NULL, FC_F32, 0, 0, 0, NULL}, "p3.gguf", path, sizeof path);
     snprintf(bad, sizeof bad, "%s/p3_qkv.gguf", dir);
     lp_gguf_rewrite(ctx, path, bad, NULL, 0, "blk.0.attn_qkv.weight");
     cr_assert_null(fc_llm_model_load(ctx, bad));
