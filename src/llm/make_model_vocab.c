@@ -311,6 +311,10 @@ oom:
         if (st_ != FC_OK) return st_;                                                                                  \
     } while (0)
 
+/* The keys in make_model.c's former order for BPE (model, pre, tokens,
+ * types, merges, EOS, PAD, BOS, add_bos), so its files stay byte-identical
+ * when it switches to this function; add_eos only when set (or SPM), since
+ * llama.cpp defaults it to false for both. */
 fc_status mm_vocab_write(fc_gguf_writer *w, const mm_vocab *v)
 {
     const int spm = v->kind == MM_VOCAB_SPM;
@@ -321,12 +325,12 @@ fc_status mm_vocab_write(fc_gguf_writer *w, const mm_vocab *v)
     TRY(fc_gguf_set_arr(w, "tokenizer.ggml.token_type", FC_GGUF_I32, v->type, (uint64_t)v->n));
     if (!spm)
         TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merge, NULL, (uint64_t)v->n_merges));
-    if (v->bos >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos));
     if (v->eos >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos));
-    if (v->unk >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk));
     if (v->pad >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad));
+    if (v->bos >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos));
+    if (v->unk >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk));
     TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos));
-    TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos));
+    if (spm || v->add_eos) TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos));
     if (spm) TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix));
     return FC_OK;
 }
