@@ -119,6 +119,15 @@ typedef struct fco_llama_api {
     /* chat templates (tests/runtime/test_llm_chat.c): llama_chat_apply_template */
     int32_t (*chat_apply_template)(const char *tmpl, const struct llama_chat_message *chat, size_t n_msg, bool add_ass,
                                    char *buf, int32_t length);
+    /* the names of llama.cpp's built-in template families: the count, and up to len of them into output */
+    int32_t (*chat_builtin_templates)(const char **output, size_t len);
+    /* tokenizer tests (tests/runtime/test_tokenizer_spm.c): llama_vocab_n_tokens,
+     * llama_token_to_piece, llama_detokenize (vocab is a const llama_vocab *) */
+    int32_t (*vocab_n_tokens)(const void *vocab);
+    int32_t (*token_to_piece)(const void *vocab, llama_token token, char *buf, int32_t length, int32_t lstrip,
+                              bool special);
+    int32_t (*detokenize)(const void *vocab, const llama_token *tokens, int32_t n_tokens, char *text,
+                          int32_t text_len_max, bool remove_special, bool unparse_special);
 } fco_llama_api;
 
 /* enum ggml_type values used for type_k / type_v */

@@ -49,6 +49,10 @@ static void load_once(void) {
     RESOLVE(model_n_params, "llama_model_n_params");
     RESOLVE(model_desc, "llama_model_desc");
     RESOLVE(chat_apply_template, "llama_chat_apply_template");
+    RESOLVE(chat_builtin_templates, "llama_chat_builtin_templates");
+    RESOLVE(vocab_n_tokens, "llama_vocab_n_tokens");
+    RESOLVE(token_to_piece, "llama_token_to_piece");
+    RESOLVE(detokenize, "llama_detokenize");
     void (*log_set)(log_cb, void *);
     *(void **)&log_set = fco_llama_sym("llama_log_set");
     void *(*cpu_reg)(void);

@@ -2,26 +2,59 @@
  *
  * Templates. A model's GGUF carries its Jinja chat template in
  * "tokenizer.chat_template". We do not interpret Jinja: the template's
- * family is detected from its text (as llama.cpp's llm_chat_detect_template
- * does) and rendered natively in C, byte-identical to what the real
- * template renders with jinja2:
- *   - FC_CHAT_TEMPLATE_CHATML: "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per
- *     message, then "<|im_start|>assistant\n" (llama.cpp's "chatml").
- *   - FC_CHAT_TEMPLATE_QWEN3: Qwen3's template (ChatML with the thinking
- *     switch): consecutive tool turns are wrapped in one user turn of
- *     <tool_response> blocks; assistant turns before the last user query lose
- *     their <think>...</think> part; later ones keep it (re-formatted as
- *     "<think>\nREASONING\n</think>\n\n"); with thinking disabled the
- *     generation prompt ends with an empty "<think>\n\n</think>\n\n".
- * A template with "<|im_start|>" is ChatML, and Qwen3 when it also has
- * "<think>"; anything else is an FC_ERR_UNSUPPORTED error naming it.
+ * family is detected from its text the way llama.cpp's
+ * llm_chat_detect_template does it, and rendered natively in C, byte for
+ * byte what llama.cpp's llama_chat_apply_template renders for that family
+ * (its quirks included; where a family's real Jinja template renders
+ * something else, llama.cpp's rendering is the one we give):
+ *   chatml             "<|im_start|>ROLE\nCONTENT<|im_end|>\n", then "<|im_start|>assistant\n"
+ *   qwen3              Qwen3's template (ChatML with the thinking switch; byte-identical
+ *                      to the real template under jinja2, a superset of llama.cpp's chatml):
+ *                      consecutive tool turns become one user turn of <tool_response>
+ *                      blocks; assistant turns before the last user query lose their
+ *                      <think>...</think> part, later ones keep it; FC_CHAT_NO_THINK ends the
+ *                      generation prompt with an empty "<think>\n\n</think>\n\n"
+ *   llama3             "<|start_header_id|>ROLE<|end_header_id|>\n\nTRIMMED<|eot_id|>", then
+ *                      the assistant header; no <|begin_of_text|>: the tokenizer adds BOS
+ *   mistral-v1         " [INST] " opens a turn; system "CONTENT\n\n", user "CONTENT [/INST]",
+ *                      assistant " CONTENT</s>" (which closes the turn)
+ *   mistral-v3         the same without the leading space and with "CONTENT[/INST]"; the
+ *                      assistant's content is trimmed
+ *   mistral-v3-tekken  as mistral-v3 with no space after "[INST]" or before an assistant
+ *                      reply, and nothing trimmed
+ *   mistral-v7         "[SYSTEM_PROMPT] C[/SYSTEM_PROMPT]", "[INST] C[/INST]", " C</s>"
+ *   gemma              "<start_of_turn>ROLE\nTRIMMED<end_of_turn>\n" with "model" for the
+ *                      assistant; system messages are trimmed, joined, and put (followed by
+ *                      "\n\n") at the start of the next non-model turn
+ *   phi3               "<|ROLE|>\nCONTENT<|end|>\n", then "<|assistant|>\n"
+ *   llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip
+ *                      "[INST] " ... "CONTENT [/INST]", assistant "CONTENT</s>"; -sys wraps
+ *                      the system message in <<SYS>> (plain: "CONTENT\n"), -bos opens later
+ *                      turns with "<s>[INST] ", -strip trims every message
+ * Mistral and llama2 families have no generation prompt (a user turn already ends with
+ * "[/INST]"). Roles other than system/user go through as their names ("tool"), as in
+ * llama.cpp (mistral and llama2 treat them as the assistant).
+ *
+ * Detection (fc_chat_template_detect): a family name (fc_chat_template_names) is that
+ * family; otherwise llama.cpp's rules in llama.cpp's order, for example:
+ * "<|im_start|>" is ChatML (Qwen3 with "enable_thinking"; Phi-4's "<|im_sep|>",
+ * SmolVLM's "<end_of_utterance>" and a "<think>" without "enable_thinking" are not
+ * supported); a text starting with "mistral" or containing "[INST]" is mistral-v7 with
+ * "[SYSTEM_PROMPT]", mistral-v1/-v3/-v3-tekken with "[AVAILABLE_TOOLS]" or
+ * "' [INST] ' + system_message", else one of the llama2 variants; "<|assistant|>" +
+ * "<|end|>" is phi3; "<start_of_turn>" is gemma; "<|start_header_id|>" +
+ * "<|end_header_id|>" is llama3. A text llama.cpp would give another family (Zephyr,
+ * Vicuna, Command-R, ...) or none is an FC_ERR_UNSUPPORTED error naming it, the reason
+ * and the supported names. `fucina chat --chat-template NAME` overrides detection.
  *
  * Conversations. An fc_chat holds the messages and drives a session: each
  * fc_chat_generate renders the whole conversation with the generation
  * prompt, tokenizes it, keeps the longest token prefix the session already
  * holds (fc_llm_session_truncate to it) and evaluates only the rest, then
- * samples until an end-of-generation token (EOS, <|im_end|>,
- * <|endoftext|>), a stop string, max_tokens or a full context. Text streams
+ * samples until an end-of-generation token (EOS and the family's end of turn:
+ * chatml/qwen3 <|im_end|> <|endoftext|>, llama3 <|eot_id|> <|eom_id|>
+ * <|end_of_text|>, gemma <end_of_turn>, phi3 <|end|> <|endoftext|>, mistral and
+ * llama2 </s>), a stop string, max_tokens or a full context. Text streams
  * through a callback in whole UTF-8 characters; text that may still be the
  * start of a stop string is held back until it is known not to be, so no
  * part of a stop string is ever emitted. The reply (without the stop
@@ -61,20 +94,48 @@ typedef struct fc_chat_message {
     const char *content; /* NUL-terminated UTF-8 */
 } fc_chat_message;
 
+/* Template families, named as llama.cpp names them. */
 typedef enum fc_chat_template {
     FC_CHAT_TEMPLATE_CHATML = 0,
     FC_CHAT_TEMPLATE_QWEN3 = 1,
+    FC_CHAT_TEMPLATE_LLAMA3 = 2,
+    FC_CHAT_TEMPLATE_MISTRAL_V1 = 3,
+    FC_CHAT_TEMPLATE_MISTRAL_V3 = 4,
+    FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN = 5,
+    FC_CHAT_TEMPLATE_MISTRAL_V7 = 6,
+    FC_CHAT_TEMPLATE_GEMMA = 7,
+    FC_CHAT_TEMPLATE_PHI3 = 8,
+    FC_CHAT_TEMPLATE_LLAMA2 = 9,
+    FC_CHAT_TEMPLATE_LLAMA2_SYS = 10,
+    FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS = 11,
+    FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP = 12,
 } fc_chat_template;
 
-/* "chatml", "qwen3"; NULL for a value out of range. */
+/* "chatml", "qwen3", "llama3", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
+ * "mistral-v7", "gemma", "phi3", "llama2", "llama2-sys", "llama2-sys-bos",
+ * "llama2-sys-strip"; NULL for a value out of range. */
 FC_API const char *fc_chat_template_name(fc_chat_template t);
-/* The reference Jinja text of a family (qwen3: Qwen3-0.6B's
- * tokenizer_config.json chat_template; chatml: the common ChatML one), for
- * writers of GGUF files; static storage. NULL for a value out of range. */
+/* Every family name, comma-separated in enum order ("chatml, qwen3, ..."), for
+ * messages; static storage. */
+FC_API const char *fc_chat_template_names(void);
+/* The family of a name (exactly one of fc_chat_template_names). An unknown
+ * name is an FC_ERR_UNSUPPORTED error naming it and listing the names;
+ * FC_ERR_INVALID_ARG for NULL. */
+FC_API fc_status fc_chat_template_from_name(fc_ctx *ctx, const char *name, fc_chat_template *out);
+/* The reference Jinja text of a family, for writers of GGUF files (static
+ * storage; NULL for a value out of range). Each is detected as its own family
+ * by fc_chat_template_detect and by llama.cpp. qwen3: Qwen3-0.6B's
+ * tokenizer_config.json chat_template; llama3: Meta-Llama-3-8B-Instruct's;
+ * mistral-v3: Mistral-7B-Instruct-v0.3's; gemma: gemma-3-it's; phi3:
+ * Phi-3-mini-4k-instruct's; mistral-v1 / -v3-tekken: Mistral's v1 / v3-tekken
+ * templates; mistral-v7: Mistral-Large-Instruct-2411's basic one; llama2:
+ * Mistral-7B-Instruct-v0.1's; llama2-sys-strip: Llama-2-chat's; chatml,
+ * llama2-sys, llama2-sys-bos: small templates rendering what the family renders. */
 FC_API const char *fc_chat_template_text(fc_chat_template t);
-/* The family of a Jinja template text, or of a family name ("chatml",
- * "qwen3"). FC_ERR_UNSUPPORTED (naming the start of the text) when it is
- * none we render; FC_ERR_INVALID_ARG for NULL. */
+/* The family of a Jinja template text, or of a family name (see the top of
+ * this file). FC_ERR_UNSUPPORTED (naming the start of the text, the reason
+ * and the supported names) when it is none we render; FC_ERR_INVALID_ARG for
+ * NULL. */
 FC_API fc_status fc_chat_template_detect(fc_ctx *ctx, const char *text, fc_chat_template *out);
 /* tokenizer.chat_template of an open GGUF: *text points into g (valid while
  * g is open, NOT NUL-terminated: use *len), or is NULL when the key is
@@ -87,10 +148,11 @@ FC_API fc_status fc_chat_template_from_gguf(fc_ctx *ctx, fc_gguf *g, const char 
 FC_API fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_template *out, int *found);
 
 #define FC_CHAT_ADD_GENERATION_PROMPT 1u /* end with the assistant's header */
-#define FC_CHAT_NO_THINK 2u              /* qwen3: enable_thinking=false (no effect on chatml) */
+#define FC_CHAT_NO_THINK 2u              /* qwen3: enable_thinking=false (no effect on other families) */
 
 /* Render msgs[0..n) into a new NUL-terminated string (free() it); *len
- * (may be NULL) receives its length. A NULL content or a role out of range
+ * (may be NULL) receives its length. Families without a generation prompt
+ * (mistral, llama2) ignore FC_CHAT_ADD_GENERATION_PROMPT, as llama.cpp does. A NULL content or a role out of range
  * is an FC_ERR_INVALID_ARG error naming the message. */
 FC_API fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
                                 unsigned flags, char **out, size_t *len);

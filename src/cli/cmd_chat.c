@@ -18,27 +18,31 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--template chatml|qwen3] [-n N]\n"
+            "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--chat-template NAME] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
             "                   [--mmap | --no-mmap] [--verbose]\n\n"
-            "Chats with the model through its chat template (tokenizer.chat_template: ChatML or\n"
-            "Qwen3's; a model without one gets ChatML, with a warning). Reads one user message per\n"
-            "line of standard input (a terminal or a pipe) and prints the reply as it is generated.\n"
+            "Chats with the model through its chat template (tokenizer.chat_template, whose family\n"
+            "is detected as llama.cpp does and rendered as llama.cpp renders it; a model without\n"
+            "one gets chatml, with a warning). Reads one user message per line of standard input\n"
+            "(a terminal or a pipe) and prints the reply as it is generated; a reply ends at the\n"
+            "family's end-of-turn token (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, </s>).\n"
             "Each turn evaluates only what the KV cache does not already hold. Commands:\n"
             "  /reset   forget the conversation (the system prompt stays)\n"
             "  /exit    quit (as does the end of the input)\n"
             "Ctrl-C during a reply ends the reply.\n\n"
             "  --system TEXT        a system message opening the conversation\n"
             "  --no-think           Qwen3: disable thinking (an empty <think></think> is pre-filled)\n"
-            "  --template NAME      render with this family instead of the model's template\n"
+            "  --chat-template NAME render with this family instead of the model's template\n"
+            "                       (--template is the same); NAME is one of:\n"
+            "                       %s\n"
             "  --stop STR           end a reply before STR (repeatable; never printed)\n"
             "  --verbose            per turn, print token counts and speed to stderr\n"
             "%s"
             "  (-n defaults to 512 tokens per reply, --ctx to min(4096, the model's))\n"
             "\nWhen the input is not a terminal each message is echoed as '> MESSAGE' before its reply.\n"
             "Exit status: 0 done, 1 failure, 2 bad usage or input.\n",
-            fc_cli_gen_args_help);
+            fc_chat_template_names(), fc_cli_gen_args_help);
 }
 
 /* Ctrl-C during a reply ends the reply (the REPL goes on); at the prompt
@@ -74,6 +78,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* A family by its name only (not a template text): the values run from 0
+ * while fc_chat_template_name knows them. */
+static int template_by_name(const char *name, fc_chat_template *out) {
+    for (int t = 0; fc_chat_template_name((fc_chat_template)t); t++)
+        if (!strcmp(name, fc_chat_template_name((fc_chat_template)t))) {
+            *out = (fc_chat_template)t;
+            return 1;
+        }
+    return 0;
+}
+
 int fc_cmd_chat(int argc, char **argv) {
     const char *path = NULL, *system = NULL, *tmpl_name = NULL;
     int no_think = 0, verbose = 0;
@@ -98,12 +113,14 @@ int fc_cmd_chat(int argc, char **argv) {
             no_think = 1;
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             verbose = 1;
-        } else if ((!strcmp(a, "--system") || !strcmp(a, "--template") || !strcmp(a, "--stop")) && !has) {
+        } else if ((!strcmp(a, "--system") || !strcmp(a, "--template") || !strcmp(a, "--chat-template") ||
+                    !strcmp(a, "--stop")) &&
+                   !has) {
             fprintf(stderr, "fucina chat: %s needs a value\n", a);
             goto usage;
         } else if (!strcmp(a, "--system")) {
             system = argv[++i];
-        } else if (!strcmp(a, "--template")) {
+        } else if (!strcmp(a, "--template") || !strcmp(a, "--chat-template")) {
             tmpl_name = argv[++i];
         } else if (!strcmp(a, "--stop")) {
             stop[n_stop++] = argv[++i];
@@ -115,9 +132,12 @@ int fc_cmd_chat(int argc, char **argv) {
         fprintf(stderr, "fucina chat: no MODEL.gguf given\n");
         goto usage;
     }
-    if (tmpl_name && strcmp(tmpl_name, "chatml") && strcmp(tmpl_name, "qwen3")) {
-        fprintf(stderr, "fucina chat: --template '%s' is not chatml or qwen3\n", tmpl_name);
-        goto usage;
+    fc_chat_template tmpl = FC_CHAT_TEMPLATE_CHATML;
+    if (tmpl_name && !template_by_name(tmpl_name, &tmpl)) {
+        fprintf(stderr, "fucina chat: unknown --chat-template '%s' (supported: %s)\n", tmpl_name,
+                fc_chat_template_names());
+        free(stop);
+        return 2;
     }
 
     fc_ctx *ctx = fc_cli_ctx_new("chat", &g);
@@ -131,13 +151,10 @@ int fc_cmd_chat(int argc, char **argv) {
     fc_chat *c = NULL;
     char *line = NULL;
     size_t line_cap = 0;
-    fc_chat_template tmpl = FC_CHAT_TEMPLATE_CHATML;
-    if (tmpl_name) {
-        if (fc_chat_template_detect(ctx, tmpl_name, &tmpl) != FC_OK) goto fail;
-    } else {
+    if (!tmpl_name) {
         int found = 0;
         if (fc_chat_template_load(ctx, path, &tmpl, &found) != FC_OK) {
-            fprintf(stderr, "fucina chat: %s (choose one with --template)\n", fc_ctx_error(ctx));
+            fprintf(stderr, "fucina chat: %s (choose one with --chat-template)\n", fc_ctx_error(ctx));
             rc = 2;
             goto done;
         }

@@ -31,9 +31,11 @@ struct fc_chat {
     fc_token *cache; /* what the session holds: positions 0..n_cache-1 */
     size_t n_cache, cap_cache;
     float *logits; /* n_vocab */
-    fc_token eog[3];
+    fc_token eog[1 + FC_CHAT_MAX_EOG_TEXTS]; /* EOS and the family's end-of-turn tokens */
     int n_eog;
 };
+
+static int is_eog(const fc_chat *c, fc_token t);
 
 fc_chat_options fc_chat_default_options(void) {
     return (fc_chat_options){.tmpl = FC_CHAT_TEMPLATE_CHATML, .sampling = fc_sampler_default_params()};
@@ -97,12 +99,16 @@ fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, cons
         fc_chat_free(c);
         return NULL;
     }
-    /* end of generation: EOS and the ChatML / Qwen end tokens when present
-     * (llama.cpp's EOG set for these vocabularies) */
-    const fc_token cand[3] = {fc_tokenizer_eos(tk), fc_tokenizer_find(tk, "<|im_end|>", 10),
-                              fc_tokenizer_find(tk, "<|endoftext|>", 13)};
-    for (int i = 0; i < 3; i++)
-        if (cand[i] != FC_TOKEN_NONE) c->eog[c->n_eog++] = cand[i];
+    /* end of generation: EOS and the family's end-of-turn tokens the
+     * vocabulary has (a family's model stops at its own turn marker, which
+     * is often not the EOS: <|eot_id|>, <end_of_turn>, <|end|>) */
+    size_t n_txt;
+    const char *const *txt = fc_chat_eog_texts(o.tmpl, &n_txt);
+    fc_token cand[1 + FC_CHAT_MAX_EOG_TEXTS];
+    cand[0] = fc_tokenizer_eos(tk);
+    for (size_t i = 0; i < n_txt; i++) cand[1 + i] = fc_tokenizer_find(tk, txt[i], strlen(txt[i]));
+    for (size_t i = 0; i < 1 + n_txt; i++)
+        if (cand[i] != FC_TOKEN_NONE && !is_eog(c, cand[i])) c->eog[c->n_eog++] = cand[i];
     fc_llm_session_reset(s);
     return c;
 oom:
@@ -143,6 +149,11 @@ const fc_chat_message *fc_chat_messages(const fc_chat *c, size_t *n) {
 const fc_token *fc_chat_tokens(const fc_chat *c, size_t *n) {
     if (n) *n = c ? c->n_cache : 0;
     return c ? c->cache : NULL;
+}
+
+const fc_token *fc_chat_eog_tokens(const fc_chat *c, size_t *n) {
+    *n = c ? (size_t)c->n_eog : 0;
+    return c ? c->eog : NULL;
 }
 
 void fc_chat_clear(fc_chat *c) {

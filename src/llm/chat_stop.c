@@ -1,9 +1,41 @@
-/* Fucina llm: stop strings. Generated text is held back while some suffix
+/* Fucina llm: how a reply ends. The end-of-turn tokens of each template
+ * family, and stop strings: generated text is held back while some suffix
  * of it may still grow into a stop string, so a caller streaming the
  * emitted part never shows any piece of one (src/llm/chat_internal.h). */
 #include <string.h>
 
 #include "llm/chat_internal.h"
+
+/* The token that closes an assistant turn in each family's rendering, plus
+ * the vocabulary's other end markers the family's models emit (Llama 3.1's
+ * <|eom_id|> after a tool call; <|endoftext|> / <|end_of_text|>, usually
+ * the EOS already). The EOS itself is always added by the caller. */
+const char *const *fc_chat_eog_texts(fc_chat_template t, size_t *n) {
+    static const char *const chatml[] = {"<|im_end|>", "<|endoftext|>"};
+    static const char *const llama3[] = {"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"};
+    static const char *const gemma[] = {"<end_of_turn>"};
+    static const char *const phi3[] = {"<|end|>", "<|endoftext|>"};
+    static const char *const mistral[] = {"</s>"};
+#define EOG(a) (*n = sizeof(a) / sizeof(a)[0], (a))
+    switch (t) {
+    case FC_CHAT_TEMPLATE_CHATML:
+    case FC_CHAT_TEMPLATE_QWEN3: return EOG(chatml);
+    case FC_CHAT_TEMPLATE_LLAMA3: return EOG(llama3);
+    case FC_CHAT_TEMPLATE_GEMMA: return EOG(gemma);
+    case FC_CHAT_TEMPLATE_PHI3: return EOG(phi3);
+    case FC_CHAT_TEMPLATE_MISTRAL_V1:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
+    case FC_CHAT_TEMPLATE_MISTRAL_V7:
+    case FC_CHAT_TEMPLATE_LLAMA2:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: return EOG(mistral);
+    }
+#undef EOG
+    *n = 0;
+    return NULL;
+}
 
 int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_t n_stop, size_t *emit) {
     /* a complete occurrence: stop at the earliest one */

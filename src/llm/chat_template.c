@@ -1,5 +1,8 @@
 /* Fucina llm: chat template families, detected from the Jinja text and
- * rendered natively (include/fucina/chat.h). The Qwen3 renderer follows the
+ * rendered natively (include/fucina/chat.h): names, detection, reading the
+ * GGUF key, and the ChatML and Qwen3 renderers (the other families:
+ * src/llm/chat_render.c; reference texts: chat_texts.c, chat_qwen3_text.c).
+ * The Qwen3 renderer follows the
  * template's logic step by step (src/llm/chat_qwen3_text.c holds the text;
  * tests/runtime/test_llm_chat.c renders it with jinja2 and compares bytes);
  * Python's str.strip('\n') family strips newlines only, and split(x)[0] /
@@ -50,24 +53,147 @@ const char *fc_chat_template_name(fc_chat_template t) {
     switch (t) {
     case FC_CHAT_TEMPLATE_CHATML: return "chatml";
     case FC_CHAT_TEMPLATE_QWEN3: return "qwen3";
+    case FC_CHAT_TEMPLATE_LLAMA3: return "llama3";
+    case FC_CHAT_TEMPLATE_MISTRAL_V1: return "mistral-v1";
+    case FC_CHAT_TEMPLATE_MISTRAL_V3: return "mistral-v3";
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN: return "mistral-v3-tekken";
+    case FC_CHAT_TEMPLATE_MISTRAL_V7: return "mistral-v7";
+    case FC_CHAT_TEMPLATE_GEMMA: return "gemma";
+    case FC_CHAT_TEMPLATE_PHI3: return "phi3";
+    case FC_CHAT_TEMPLATE_LLAMA2: return "llama2";
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS: return "llama2-sys";
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS: return "llama2-sys-bos";
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: return "llama2-sys-strip";
     }
     return NULL;
 }
 
-/* The common ChatML template (as Hugging Face's docs give it). */
-static const char k_chatml_jinja[] =
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + "
-    "'\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+/* test_llm_chat checks this list against fc_chat_template_name of every value */
+static const char k_names[] = "chatml, qwen3, llama3, mistral-v1, mistral-v3, mistral-v3-tekken, mistral-v7, gemma, "
+                              "phi3, llama2, llama2-sys, llama2-sys-bos, llama2-sys-strip";
+
+const char *fc_chat_template_names(void) { return k_names; }
 
 const char *fc_chat_template_text(fc_chat_template t) {
-    switch (t) {
-    case FC_CHAT_TEMPLATE_CHATML: return k_chatml_jinja;
-    case FC_CHAT_TEMPLATE_QWEN3: return fc_chat_qwen3_jinja;
-    }
-    return NULL;
+    if (t == FC_CHAT_TEMPLATE_QWEN3) return fc_chat_qwen3_jinja;
+    return fc_chat_reference_text(t);
 }
 
 /* ---- detection -------------------------------------------------------------------- */
+
+/* llama.cpp's other family names (llama_chat_builtin_templates). A name is
+ * looked up before any text rule, so these must be refused here: left to the
+ * rules, "mistral-v7-tekken" would start with "mistral" and come out llama2. */
+static const char *const k_other_names[] = {
+    "mistral-v7-tekken", "phi4",         "falcon3",       "zephyr",        "monarch",     "orion",
+    "openchat",          "vicuna",       "vicuna-orca",   "deepseek",      "deepseek2",   "deepseek3",
+    "deepseek-ocr",      "command-r",    "chatglm3",      "chatglm4",      "glmedge",     "minicpm",
+    "exaone3",           "exaone4",      "exaone-moe",    "rwkv-world",    "granite",     "granite-4.0",
+    "granite-4.1",       "gigachat",     "megrez",        "yandex",        "bailing",     "bailing-think",
+    "bailing2",          "llama4",       "smolvlm",       "hunyuan-moe",   "hunyuan-dense", "hunyuan-vl",
+    "gpt-oss",           "kimi-k2",      "seed_oss",      "grok-2",        "pangu-embedded", "solar-open",
+};
+
+static int by_name(const char *name, fc_chat_template *out) {
+    for (int t = 0; t < FC_CHAT_N_TEMPLATES; t++)
+        if (!strcmp(name, fc_chat_template_name((fc_chat_template)t))) {
+            *out = (fc_chat_template)t;
+            return 1;
+        }
+    return 0;
+}
+
+fc_status fc_chat_template_from_name(fc_ctx *ctx, const char *name, fc_chat_template *out) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!name || !out) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_from_name: NULL %s", name ? "out" : "name");
+        return FC_ERR_INVALID_ARG;
+    }
+    if (by_name(name, out)) return FC_OK;
+    fc_fail(ctx, FC_ERR_UNSUPPORTED, "unknown chat template name '%.60s' (supported: %s)", name, k_names);
+    return FC_ERR_UNSUPPORTED;
+}
+
+#define HAS(s) (strstr(text, (s)) != NULL)
+
+/* llama.cpp's detection rules, in llama.cpp's order, down to the last family
+ * we render (llama3): an earlier rule for a family we do not render must
+ * still win, or a text llama.cpp gives that family would come out as ours.
+ * Returns 1 with *out set, or 0 with *why saying what the text is. */
+static int detect_text(const char *text, fc_chat_template *out, const char **why) {
+    if (HAS("<|im_start|>")) {
+        if (HAS("<|im_sep|>")) {
+            *why = "it is Phi-4's (<|im_sep|>), which we do not render";
+            return 0;
+        }
+        if (HAS("<end_of_utterance>")) {
+            *why = "it is SmolVLM's (<end_of_utterance>), which we do not render";
+            return 0;
+        }
+        /* our split of llama.cpp's chatml: Qwen3's thinking switch */
+        if (HAS("enable_thinking")) {
+            *out = FC_CHAT_TEMPLATE_QWEN3;
+            return 1;
+        }
+        if (HAS("<think>")) {
+            /* QwQ / thinking-only models: their generation prompt differs
+             * from Qwen3's; rendering them as either would be a guess */
+            *why = "it is ChatML with a <think> convention we do not know (not Qwen3's enable_thinking)";
+            return 0;
+        }
+        *out = FC_CHAT_TEMPLATE_CHATML;
+        return 1;
+    }
+    if (!strncmp(text, "mistral", 7) || HAS("[INST]")) {
+        if (HAS("[SYSTEM_PROMPT]"))
+            *out = FC_CHAT_TEMPLATE_MISTRAL_V7;
+        else if (HAS("' [INST] ' + system_message") || HAS("[AVAILABLE_TOOLS]"))
+            /* Mistral's official v1 / v3 / v3-tekken templates */
+            *out = HAS(" [INST]")       ? FC_CHAT_TEMPLATE_MISTRAL_V1
+                   : HAS("\"[INST]\"") ? FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN
+                                       : FC_CHAT_TEMPLATE_MISTRAL_V3;
+        else if (HAS("content.strip()"))
+            *out = FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP;
+        else if (HAS("bos_token + '[INST]"))
+            *out = FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS;
+        else if (HAS("<<SYS>>"))
+            *out = FC_CHAT_TEMPLATE_LLAMA2_SYS;
+        else
+            *out = FC_CHAT_TEMPLATE_LLAMA2;
+        return 1;
+    }
+    if (HAS("<|assistant|>") && HAS("<|end|>")) {
+        *out = FC_CHAT_TEMPLATE_PHI3;
+        return 1;
+    }
+    *why = HAS("[gMASK]<sop>")                                         ? "it is ChatGLM4's, which we do not render"
+           : HAS("<|assistant|>") && HAS("<|user|>")                   ? (HAS("</s>") ? "it is Falcon 3's, which we do not render"
+                                                                                      : "it is GLM-Edge's, which we do not render")
+           : HAS("<|{{ item['role'] }}|>") && HAS("<|begin_of_image|>") ? "it is GLM-Edge's, which we do not render"
+           : HAS("<|user|>") && HAS("<|endoftext|>")                   ? "it is Zephyr's, which we do not render"
+           : HAS("bos_token + message['role']")                        ? "it is Monarch's, which we do not render"
+                                                                       : NULL;
+    if (*why) return 0;
+    if (HAS("<start_of_turn>")) {
+        *out = FC_CHAT_TEMPLATE_GEMMA;
+        return 1;
+    }
+    *why = HAS("'\\n\\nAssistant: ' + eos_token")                     ? "it is Orion's, which we do not render"
+           : HAS("GPT4 Correct ")                                     ? "it is OpenChat's, which we do not render"
+           : HAS("USER: ") && HAS("ASSISTANT: ")                      ? "it is Vicuna's, which we do not render"
+           : HAS("### Instruction:") && HAS("<|EOT|>")                ? "it is DeepSeek Coder's, which we do not render"
+           : HAS("<|START_OF_TURN_TOKEN|>") && HAS("<|USER_TOKEN|>")  ? "it is Command-R's, which we do not render"
+                                                                      : NULL;
+    if (*why) return 0;
+    if (HAS("<|start_header_id|>") && HAS("<|end_header_id|>")) {
+        *out = FC_CHAT_TEMPLATE_LLAMA3;
+        return 1;
+    }
+    *why = "no family we render matches it";
+    return 0;
+}
+
+#undef HAS
 
 fc_status fc_chat_template_detect(fc_ctx *ctx, const char *text, fc_chat_template *out) {
     if (!ctx) return FC_ERR_INVALID_ARG;
@@ -75,35 +201,13 @@ fc_status fc_chat_template_detect(fc_ctx *ctx, const char *text, fc_chat_templat
         fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_detect: NULL %s", text ? "out" : "text");
         return FC_ERR_INVALID_ARG;
     }
-    if (!strcmp(text, "chatml")) {
-        *out = FC_CHAT_TEMPLATE_CHATML;
-        return FC_OK;
-    }
-    if (!strcmp(text, "qwen3")) {
-        *out = FC_CHAT_TEMPLATE_QWEN3;
-        return FC_OK;
-    }
-    const char *why = "no family we render matches it (supported: chatml, qwen3)";
-    if (strstr(text, "<|im_start|>")) {
-        /* llama.cpp's order: Phi-4 and SmolVLM use <|im_start|> but are not ChatML */
-        if (strstr(text, "<|im_sep|>"))
-            why = "it is Phi-4's (<|im_sep|>), which we do not render";
-        else if (strstr(text, "<end_of_utterance>"))
-            why = "it is SmolVLM's (<end_of_utterance>), which we do not render";
-        else if (strstr(text, "enable_thinking")) {
-            *out = FC_CHAT_TEMPLATE_QWEN3;
-            return FC_OK;
-        } else if (strstr(text, "<think>"))
-            /* QwQ / thinking-only models: their generation prompt differs
-             * from Qwen3's; rendering them as either would be a guess */
-            why = "it is ChatML with a <think> convention we do not know (not Qwen3's enable_thinking)";
-        else {
-            *out = FC_CHAT_TEMPLATE_CHATML;
-            return FC_OK;
-        }
-    }
-    fc_fail(ctx, FC_ERR_UNSUPPORTED, "unsupported chat template \"%.40s%s\": %s", text,
-            strlen(text) > 40 ? "..." : "", why);
+    if (by_name(text, out)) return FC_OK;
+    const char *why = NULL;
+    for (size_t i = 0; i < sizeof k_other_names / sizeof k_other_names[0] && !why; i++)
+        if (!strcmp(text, k_other_names[i])) why = "it is the name of a llama.cpp family we do not render";
+    if (!why && detect_text(text, out, &why)) return FC_OK;
+    fc_fail(ctx, FC_ERR_UNSUPPORTED, "unsupported chat template \"%.40s%s\": %s (supported: %s)", text,
+            strlen(text) > 40 ? "..." : "", why, k_names);
     return FC_ERR_UNSUPPORTED;
 }
 
@@ -317,6 +421,17 @@ fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message 
     switch (t) {
     case FC_CHAT_TEMPLATE_CHATML: ok = ok && render_chatml(&b, msgs, n, flags); break;
     case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(&b, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_LLAMA3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V1:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
+    case FC_CHAT_TEMPLATE_MISTRAL_V7:
+    case FC_CHAT_TEMPLATE_GEMMA:
+    case FC_CHAT_TEMPLATE_PHI3:
+    case FC_CHAT_TEMPLATE_LLAMA2:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: ok = ok && fc_chat_render_builtin(&b, t, msgs, n, flags); break;
     }
     if (!ok) {
         fc_chat_buf_free(&b);

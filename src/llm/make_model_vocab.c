@@ -1,4 +1,6 @@
-/* Fucina llm: the random-weight model writer's BPE vocabulary.
+/* Fucina llm: the random-weight model writer's BPE vocabularies (Qwen and
+ * Llama 3 layouts) and the GGUF writing shared with the SPM one
+ * (make_model_spm_vocab.c).
  *
  * Every merge's result is a token and every non-byte, non-special token is
  * the result of exactly one merge (the concatenation of its pair), so the
@@ -105,7 +107,7 @@ static int hash_insert(mm_vocab *v, int32_t id)
     return 0;
 }
 
-static int vocab_add(mm_vocab *v, const char *s, int32_t type)
+int mm_vocab_add(mm_vocab *v, const char *s, int32_t type, float score)
 {
     if (v->n == v->cap) {
         int cap = v->cap ? v->cap * 2 : 512;
@@ -115,8 +117,14 @@ static int vocab_add(mm_vocab *v, const char *s, int32_t type)
         int32_t *ty = realloc(v->type, (size_t)cap * sizeof *ty);
         if (!ty) return -1;
         v->type = ty;
+        if (v->kind == MM_VOCAB_SPM) {
+            float *sc = realloc(v->score, (size_t)cap * sizeof *sc);
+            if (!sc) return -1;
+            v->score = sc;
+        }
         v->cap = cap;
     }
+    if (v->kind == MM_VOCAB_SPM) v->score[v->n] = score;
     size_t len = strlen(s);
     v->tok[v->n] = malloc(len + 1);
     if (!v->tok[v->n]) return -1;
@@ -153,6 +161,7 @@ void mm_vocab_free(mm_vocab *v)
     free(v->type);
     free(v->merge);
     free(v->hash);
+    free(v->score);
     memset(v, 0, sizeof *v);
 }
 
@@ -163,7 +172,7 @@ static int add_pair(mm_vocab *v, const char *l, const char *r)
     char joined[256];
     if (snprintf(joined, sizeof joined, "%s%s", l, r) >= (int)sizeof joined) return 0;
     if (mm_vocab_find(v, joined) >= 0) return 0;
-    if (merge_add(v, l, r) || vocab_add(v, joined, FC_TOKEN_TYPE_NORMAL)) return -1;
+    if (merge_add(v, l, r) || mm_vocab_add(v, joined, FC_TOKEN_TYPE_NORMAL, 0.0f)) return -1;
     return 1;
 }
 
@@ -217,28 +226,111 @@ static int grow_words(mm_vocab *v, int target)
     return v->n == target ? 0 : -1;
 }
 
+/* The fields every Qwen-layout vocabulary shares (make_model.c's keys). */
+static void qwen_ids(mm_vocab *v)
+{
+    v->kind = MM_VOCAB_BPE;
+    v->pre = "qwen2";
+    v->bos = v->pad = mm_vocab_find(v, "<|endoftext|>");
+    v->eos = mm_vocab_find(v, "<|im_end|>");
+    v->unk = -1;
+    v->add_bos = v->add_eos = v->add_space_prefix = 0;
+}
+
+/* The 256 byte tokens and the word merges, the start of both BPE layouts. */
+static int bytes_and_words(mm_vocab *v)
+{
+    char s[32];
+    for (unsigned b = 0; b < 256; b++) {
+        s[put_utf8(byte_image(b), s)] = 0;
+        if (mm_vocab_add(v, s, FC_TOKEN_TYPE_NORMAL, 0.0f)) return -1;
+    }
+    return add_words(v);
+}
+
 int mm_vocab_build(mm_vocab *v, int64_t n_vocab)
 {
     memset(v, 0, sizeof *v);
     if (n_vocab && n_vocab < QWEN_FIRST_SPECIAL + N_SPECIALS) return -1;
     char s[32];
-    for (unsigned b = 0; b < 256; b++) {
-        s[put_utf8(byte_image(b), s)] = 0;
-        if (vocab_add(v, s, FC_TOKEN_TYPE_NORMAL)) return -1;
-    }
-    if (add_words(v)) return -1;
+    if (bytes_and_words(v)) goto oom;
     if (!n_vocab) {
         for (int i = 0; i < 3; i++) /* <|endoftext|>, <|im_start|>, <|im_end|> */
-            if (vocab_add(v, k_specials[i].text, FC_TOKEN_TYPE_CONTROL)) return -1;
+            if (mm_vocab_add(v, k_specials[i].text, FC_TOKEN_TYPE_CONTROL, 0.0f)) goto oom;
+        qwen_ids(v);
         return 0;
     }
-    if (grow_words(v, QWEN_FIRST_SPECIAL)) return -1;
+    if (grow_words(v, QWEN_FIRST_SPECIAL)) goto oom;
     for (int i = 0; i < N_SPECIALS; i++)
-        if (vocab_add(v, k_specials[i].text, k_specials[i].control ? FC_TOKEN_TYPE_CONTROL : FC_TOKEN_TYPE_USER_DEFINED))
-            return -1;
+        if (mm_vocab_add(v, k_specials[i].text, k_specials[i].control ? FC_TOKEN_TYPE_CONTROL : FC_TOKEN_TYPE_USER_DEFINED,
+                         0.0f))
+            goto oom;
     while (v->n < n_vocab) {
         snprintf(s, sizeof s, "[PAD%d]", v->n);
-        if (vocab_add(v, s, FC_TOKEN_TYPE_UNUSED)) return -1;
+        if (mm_vocab_add(v, s, FC_TOKEN_TYPE_UNUSED, 0.0f)) goto oom;
     }
+    qwen_ids(v);
     return 0;
+oom:
+    mm_vocab_free(v);
+    return -1;
+}
+
+/* Llama 3's added tokens, in its order (all control: llama.cpp's convert
+ * marks them special). */
+static const char *const k_llama3_specials[] = {
+    "<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+    "<|finetune_right_pad_id|>", "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>",
+    "<|python_tag|>",
+};
+
+int mm_vocab_build_llama3(mm_vocab *v)
+{
+    memset(v, 0, sizeof *v);
+    if (bytes_and_words(v)) goto oom;
+    for (size_t i = 0; i < sizeof k_llama3_specials / sizeof k_llama3_specials[0]; i++)
+        if (mm_vocab_add(v, k_llama3_specials[i], FC_TOKEN_TYPE_CONTROL, 0.0f)) goto oom;
+    v->kind = MM_VOCAB_BPE;
+    v->pre = "llama-bpe";
+    v->bos = mm_vocab_find(v, "<|begin_of_text|>");
+    v->eos = mm_vocab_find(v, "<|eot_id|>"); /* the instruct models' EOS */
+    v->pad = mm_vocab_find(v, "<|finetune_right_pad_id|>");
+    v->unk = -1;
+    v->add_bos = 1;
+    v->add_eos = 0;
+    v->add_space_prefix = 0;
+    return 0;
+oom:
+    mm_vocab_free(v);
+    return -1;
+}
+
+#define TRY(x)                                                                                                         \
+    do {                                                                                                               \
+        fc_status st_ = (x);                                                                                           \
+        if (st_ != FC_OK) return st_;                                                                                  \
+    } while (0)
+
+/* The keys in make_model.c's former order for BPE (model, pre, tokens,
+ * types, merges, EOS, PAD, BOS, add_bos), so its files stay byte-identical
+ * when it switches to this function; add_eos only when set (or SPM), since
+ * llama.cpp defaults it to false for both. */
+fc_status mm_vocab_write(fc_gguf_writer *w, const mm_vocab *v)
+{
+    const int spm = v->kind == MM_VOCAB_SPM;
+    TRY(fc_gguf_set_str(w, "tokenizer.ggml.model", spm ? "llama" : "gpt2"));
+    if (v->pre) TRY(fc_gguf_set_str(w, "tokenizer.ggml.pre", v->pre));
+    TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->tok, NULL, (uint64_t)v->n));
+    if (v->score) TRY(fc_gguf_set_arr(w, "tokenizer.ggml.scores", FC_GGUF_F32, v->score, (uint64_t)v->n));
+    TRY(fc_gguf_set_arr(w, "tokenizer.ggml.token_type", FC_GGUF_I32, v->type, (uint64_t)v->n));
+    if (!spm)
+        TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merge, NULL, (uint64_t)v->n_merges));
+    if (v->eos >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos));
+    if (v->pad >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)v->pad));
+    if (v->bos >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos));
+    if (v->unk >= 0) TRY(fc_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)v->unk));
+    TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos));
+    if (spm || v->add_eos) TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos));
+    if (spm) TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix));
+    return FC_OK;
 }

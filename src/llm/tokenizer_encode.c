@@ -1,4 +1,5 @@
-/* Fucina llm: text -> tokens for byte-level BPE.
+/* Fucina llm: text -> tokens (byte-level BPE here; SentencePiece in
+ * tokenizer_spm.c).
  *
  * 1. Special tokens: the text is cut at every occurrence of each special
  *    token's string, longest token first, leftmost occurrence first
@@ -13,7 +14,15 @@
  *    images; the maps were converted to raw bytes at load time, which is
  *    the same thing since the byte<->image mapping is one-to-one.
  * 4. Each final piece is its token, or, when the vocabulary lacks it, one
- *    token per byte (bytes without a token are dropped, as llama.cpp does). */
+ *    token per printable ASCII byte; other bytes are dropped, as llama.cpp
+ *    does (only a vocabulary whose merges make non-tokens gets here).
+ *    With ignore_merges (the llama3 pre-tokenizers) a word that is itself
+ *    a token is that token, whatever the merges would have made of it.
+ *
+ * SentencePiece vocabularies take the same special-token partition, then
+ * each text fragment goes to fctk_spm_encode with a leading space when it
+ * is the first fragment or follows a special token (llama.cpp's
+ * is_prev_special, with add_space_prefix). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,10 +40,7 @@ typedef struct fragvec {
     size_t n, cap;
 } fragvec;
 
-typedef struct tokvec {
-    fc_token *v;
-    size_t n, cap;
-} tokvec;
+typedef fctk_tokvec tokvec;
 
 typedef struct bigram {
     int32_t rank;
@@ -70,11 +76,13 @@ static int frag_push(fragvec *f, size_t off, size_t len, fc_token tok) {
     return 0;
 }
 
-static int tok_push(tokvec *o, fc_token id) {
+int fctk_tok_push(fctk_tokvec *o, fc_token id) {
     if (grow((void **)&o->v, &o->cap, o->n + 1, sizeof *o->v)) return -1;
     o->v[o->n++] = id;
     return 0;
 }
+
+static int tok_push(tokvec *o, fc_token id) { return fctk_tok_push(o, id); }
 
 /* First occurrence of pat (m > 0 bytes) in s[0..n), or (size_t)-1. */
 static size_t find_bytes(const char *s, size_t n, const char *pat, size_t m) {
@@ -177,8 +185,11 @@ static int try_pair(const fc_tokenizer *t, scratch *s, const unsigned char *w, i
 static int emit_piece(const fc_tokenizer *t, const unsigned char *p, size_t n, tokvec *out) {
     int32_t id = fctk_map_get(&t->by_bytes, p, n, 0);
     if (id >= 0) return tok_push(out, id);
+    /* llama.cpp looks up each byte of the piece's byte-mapped spelling as a
+     * one-byte text: only a byte whose image is ASCII (itself) can match;
+     * the two-byte images of the others never do, so those bytes vanish. */
     for (size_t i = 0; i < n; i++) {
-        fc_token b = t->byte_token[p[i]];
+        fc_token b = fcu_byte_to_cpt(p[i]) < 0x80 ? t->byte_token[p[i]] : FC_TOKEN_NONE;
         if (b != FC_TOKEN_NONE && tok_push(out, b)) return -1;
     }
     return 0;
@@ -186,6 +197,10 @@ static int emit_piece(const fc_tokenizer *t, const unsigned char *p, size_t n, t
 
 static int bpe_word(const fc_tokenizer *t, scratch *s, const unsigned char *w, size_t n, tokvec *out) {
     if (n == 1) return emit_piece(t, w, 1, out);
+    if (t->ignore_merges) { /* llama.cpp looks the byte-mapped word up among all tokens: by_bytes is that map */
+        int32_t id = fctk_map_get(&t->by_bytes, w, n, 0);
+        if (id >= 0) return tok_push(out, id);
+    }
     if (n > s->sym_cap) {
         size_t cap = s->sym_cap;
         if (grow((void **)&s->sym_start, &cap, n, sizeof *s->sym_start)) return -1;
@@ -268,12 +283,22 @@ fc_status fc_tokenize(fc_ctx *ctx, const fc_tokenizer *t, const char *text, size
     fragvec frags = {0};
     scratch s = {0};
     int add = (flags & FC_TOKENIZE_ADD_SPECIAL) != 0;
-    int err = 0;
+    int err = 0, bad_byte = -1;
     if (add && t->add_bos) err |= tok_push(&out, t->bos);
     if (!err && len) err |= partition(t, text, len, (flags & FC_TOKENIZE_PARSE_SPECIAL) != 0, &frags);
+    int prev_special = 1; /* the first fragment counts as following a special token */
     for (size_t i = 0; !err && i < frags.n; i++) {
-        if (frags.v[i].tok != FC_TOKEN_NONE) err |= tok_push(&out, frags.v[i].tok);
-        else err |= encode_text(t, &s, text + frags.v[i].off, frags.v[i].len, &out);
+        if (frags.v[i].tok != FC_TOKEN_NONE) {
+            err |= tok_push(&out, frags.v[i].tok);
+            prev_special = 1;
+        } else if (t->model == FCTK_MODEL_SPM) {
+            int r = fctk_spm_encode(t, text + frags.v[i].off, frags.v[i].len, t->add_space_prefix && prev_special,
+                                    &out, &bad_byte);
+            err |= r != 0;
+            prev_special = 0;
+        } else {
+            err |= encode_text(t, &s, text + frags.v[i].off, frags.v[i].len, &out);
+        }
     }
     if (!err && add && t->add_eos) err |= tok_push(&out, t->eos);
     free(frags.v);
@@ -287,6 +312,13 @@ fc_status fc_tokenize(fc_ctx *ctx, const fc_tokenizer *t, const char *text, size
     free(s.heap);
     if (err) {
         free(out.v);
+        if (bad_byte >= 0) {
+            /* llama.cpp throws here (std::out_of_range from its byte lookup) */
+            fc_fail(ctx, FC_ERR_UNSUPPORTED,
+                    "fc_tokenize: byte 0x%02X of the text has no token: the vocabulary has neither <0x%02X> nor a "
+                    "one-byte token for it", bad_byte, bad_byte);
+            return FC_ERR_UNSUPPORTED;
+        }
         fc_fail(ctx, FC_ERR_OOM, "fc_tokenize: out of memory (text of %zu bytes)", len);
         return FC_ERR_OOM;
     }

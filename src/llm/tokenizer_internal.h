@@ -1,5 +1,5 @@
 /* Fucina llm: the tokenizer's internal state, shared by its load, encode
- * and decode units. */
+ * (byte-level BPE and SentencePiece) and decode units. */
 #ifndef FUCINA_LLM_TOKENIZER_INTERNAL_H
 #define FUCINA_LLM_TOKENIZER_INTERNAL_H
 
@@ -34,17 +34,26 @@ int fctk_map_put(fctk_map *m, const void *key, size_t len, uint32_t split, int32
 int32_t fctk_map_get(const fctk_map *m, const void *key, size_t len, uint32_t split);
 void fctk_map_free(fctk_map *m);
 
-/* Pre-tokenizers llama.cpp names in tokenizer.ggml.pre that we implement. */
-typedef enum fctk_pre { FCTK_PRE_QWEN2 } fctk_pre;
+/* tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece). */
+typedef enum fctk_model { FCTK_MODEL_BPE, FCTK_MODEL_SPM } fctk_model;
+
+/* Pre-tokenizers llama.cpp names in tokenizer.ggml.pre that we implement
+ * (BPE only; SPM has none). */
+typedef enum fctk_pre { FCTK_PRE_NONE, FCTK_PRE_QWEN2, FCTK_PRE_LLAMA3, FCTK_PRE_GPT2 } fctk_pre;
 
 struct fc_tokenizer {
     int32_t n_vocab;
+    fctk_model model;
     fctk_pre pre;
-    char pre_name[64];
-    fc_token bos, eos, pad;
+    char pre_name[64];      /* the file's tokenizer.ggml.pre ("" when absent) */
+    fc_token bos, eos, pad, unk;
     int add_bos, add_eos;
+    int add_space_prefix;   /* SPM: a space before the first text (and after each special token) */
+    int ignore_merges;      /* BPE (llama3): a word that is a token is that token, merges or not */
+    int clean_spaces;       /* BPE: llama.cpp's clean_up_tokenization_spaces when decoding */
 
     uint8_t *type;          /* fc_token_type per token */
+    float *score;           /* tokenizer.ggml.scores (0 when the file has none) */
     size_t *text_off;       /* vocabulary text of each token in `text` */
     uint32_t *text_len;
     char *text;
@@ -54,9 +63,10 @@ struct fc_tokenizer {
     char *piece;
 
     fctk_map by_text;       /* vocabulary text -> id */
-    fctk_map by_bytes;      /* byte string -> id, for tokens spelled with the byte map */
-    fctk_map merges;        /* left bytes || right bytes (split) -> rank */
-    fc_token byte_token[256]; /* the token of each single byte, FC_TOKEN_NONE when absent */
+    fctk_map by_bytes;      /* BPE: byte string -> id, for tokens spelled with the byte map */
+    fctk_map merges;        /* BPE: left bytes || right bytes (split) -> rank */
+    fc_token byte_token[256]; /* BPE: the token of each single byte; SPM: its byte-fallback token
+                               * (<0xXX>, else the one-byte text); FC_TOKEN_NONE when absent */
 
     fc_token *specials;     /* control / user-defined / unknown tokens, longest text first */
     int32_t n_specials;
@@ -66,5 +76,24 @@ struct fc_tokenizer {
  * ends[k] = the end (exclusive, in codepoints) of word k. Returns the word
  * count (ends must hold n entries). */
 size_t fctk_pretokenize(fctk_pre pre, const uint32_t *cpts, size_t n, size_t *ends);
+
+/* A growable token array. */
+typedef struct fctk_tokvec {
+    fc_token *v;
+    size_t n, cap;
+} fctk_tokvec;
+
+/* 0, or -1 when out of memory. */
+int fctk_tok_push(fctk_tokvec *o, fc_token id);
+
+/* SentencePiece on one text fragment (llama.cpp's llm_tokenizer_spm):
+ * `prefix_space` puts a space in front; spaces become U+2581; the text is
+ * cut into UTF-8 characters by their lead bytes alone; adjacent symbols
+ * whose concatenation is a token merge, highest score first (leftmost on
+ * ties); a final symbol that is no token becomes its byte-fallback tokens.
+ * Returns 0, -1 when out of memory, -2 when a byte has no fallback token
+ * (*bad_byte is that byte). */
+int fctk_spm_encode(const fc_tokenizer *t, const char *text, size_t len, int prefix_space, fctk_tokvec *out,
+                    int *bad_byte);
 
 #endif

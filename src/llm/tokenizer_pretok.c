@@ -5,7 +5,15 @@
  * qwen2 (tokenizer.json's regex, alternatives tried left to right):
  *   (?i:'s|'t|'re|'ve|'m|'ll|'d) | [^\r\n\p{L}\p{N}]?\p{L}+ | \p{N}
  *   | ?[^\s\p{L}\p{N}]+[\r\n]* | \s*[\r\n]+ | \s+(?!\S) | \s+
- * Numbers are split into single digits (llama3 takes up to three). */
+ * Numbers are split into single digits.
+ *
+ * llama3 (llama-bpe and its aliases): the same regex with \p{N}{1,3}, i.e.
+ * a digit run is cut into groups of three from its start ("12345" is
+ * "123" "45"); llama.cpp's unicode_regex_split_custom_llama3.
+ *
+ * gpt2: 's|'t|'re|'ve|'m|'ll|'d | ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+
+ *   | \s+(?!\S) | \s+ (contractions case-sensitive, no newline rules);
+ * llama.cpp's unicode_regex_split_custom_gpt2. */
 #include "llm/tokenizer_internal.h"
 #include "llm/unicode.h"
 
@@ -26,7 +34,9 @@ static uint16_t flags_at(const span *s, size_t pos) { return pos < s->n ? fcu_fl
  * letters can lowercase to s t m d r e v l (gen/unicode_tables.py checks it). */
 static uint32_t lower_ascii(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
-static size_t qwen2(const uint32_t *cpts, size_t n, size_t *ends) {
+/* qwen2 and llama3 differ only in how many digits a number word takes:
+ * 1 (qwen2) or up to 3 (llama3). */
+static size_t qwen2_like(const uint32_t *cpts, size_t n, size_t *ends, size_t max_digits) {
     const span s = {cpts, n};
     size_t nw = 0;
     size_t pos = 0;
@@ -62,9 +72,10 @@ static size_t qwen2(const uint32_t *cpts, size_t n, size_t *ends) {
             }
         }
 
-        /* \p{N}: one digit at a time */
+        /* \p{N} (qwen2) or \p{N}{1,3} (llama3): a run of digits in groups */
         if (fl & FCU_NUMBER) {
-            pos++;
+            size_t k = 0;
+            while (k < max_digits && (flags_at(&s, pos) & FCU_NUMBER)) pos++, k++;
             ends[nw++] = pos;
             continue;
         }
@@ -110,10 +121,80 @@ static size_t qwen2(const uint32_t *cpts, size_t n, size_t *ends) {
     return nw;
 }
 
+static size_t gpt2(const uint32_t *cpts, size_t n, size_t *ends) {
+    const span s = {cpts, n};
+    size_t nw = 0;
+    size_t pos = 0;
+    while (pos < n) {
+        const uint32_t cpt = cpt_at(&s, pos);
+        const uint16_t fl = flags_at(&s, pos);
+
+        /* 's|'t|'re|'ve|'m|'ll|'d, lowercase only */
+        if (cpt == '\'' && pos + 1 < n) {
+            uint32_t c1 = cpt_at(&s, pos + 1);
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+                pos += 2;
+                ends[nw++] = pos;
+                continue;
+            }
+            if (pos + 2 < n) {
+                uint32_t c2 = cpt_at(&s, pos + 2);
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                    pos += 3;
+                    ends[nw++] = pos;
+                    continue;
+                }
+            }
+        }
+
+        /* <space>?\p{L}+, <space>?\p{N}+, <space>?[^\s\p{L}\p{N}]+ : the class
+         * is that of the codepoint after an optional space */
+        uint16_t fl2 = cpt == ' ' ? flags_at(&s, pos + 1) : fl;
+        uint16_t want = (fl2 & FCU_LETTER) ? FCU_LETTER : (fl2 & FCU_NUMBER) ? FCU_NUMBER : 0;
+        if (want) {
+            pos += cpt == ' ';
+            while (fl2 & want) fl2 = flags_at(&s, ++pos);
+            ends[nw++] = pos;
+            continue;
+        }
+        if (!(fl2 & (FCU_WHITESPACE | FCU_LETTER | FCU_NUMBER)) && fl2) {
+            pos += cpt == ' ';
+            while (!(fl2 & (FCU_WHITESPACE | FCU_LETTER | FCU_NUMBER)) && fl2) fl2 = flags_at(&s, ++pos);
+            ends[nw++] = pos;
+            continue;
+        }
+
+        size_t nws = 0;
+        while (flags_at(&s, pos + nws) & FCU_WHITESPACE) nws++;
+        /* \s+(?!\S) */
+        if (nws > 1 && cpt_at(&s, pos + nws) != OUT_OF_RANGE) {
+            pos += nws - 1;
+            ends[nw++] = pos;
+            continue;
+        }
+        /* \s+ */
+        if (nws > 0) {
+            pos += nws;
+            ends[nw++] = pos;
+            continue;
+        }
+        ends[nw++] = ++pos;
+    }
+    return nw;
+}
+
 size_t fctk_pretokenize(fctk_pre pre, const uint32_t *cpts, size_t n, size_t *ends) {
     switch (pre) {
     case FCTK_PRE_QWEN2:
-        return qwen2(cpts, n, ends);
+        return qwen2_like(cpts, n, ends, 1);
+    case FCTK_PRE_LLAMA3:
+        return qwen2_like(cpts, n, ends, 3);
+    case FCTK_PRE_GPT2:
+        return gpt2(cpts, n, ends);
+    case FCTK_PRE_NONE:
+        break;
     }
-    return 0;
+    /* no pre-tokenizer: the whole text is one word */
+    if (n) ends[0] = n;
+    return n ? 1 : 0;
 }

@@ -8,8 +8,14 @@
  *   (sandboxed, trim_blocks, lstrip_blocks): our C rendering must be
  *   byte-identical on every conversation below. Skipped when no Python with
  *   jinja2 is found ($FUCINA_PYTHON, set by ctest, else python3).
- * - libllama's llama_chat_apply_template for plain ChatML (skipped when the
- *   oracle is absent).
+ * - libllama's llama_chat_apply_template (skipped when the oracle is absent)
+ *   for ChatML and every other family (llama3, mistral-v1/v3/v3-tekken/v7,
+ *   gemma, phi3, llama2 and its variants), given each family's reference
+ *   text: byte-identical renderings, and llama.cpp's detection of the
+ *   reference texts and of texts that test its rule order.
+ * - The reference texts rendered by jinja2: equal to our rendering except
+ *   where llama.cpp's native rendering is known to differ from the real
+ *   template (known_difference says why for each; we match llama.cpp).
  * - KV reuse: the logits after a reused prefill equal those of a fresh
  *   session evaluating the whole rendered conversation; the count of
  *   evaluated tokens equals the rendered length minus the common token
@@ -33,6 +39,7 @@
 #include "fucina/llm.h"
 #include "llama_abi.h"
 #include "llm/chat_internal.h"
+#include "llm_parity.h"
 
 FCT_SUITE_WITH_TMPDIR(llm_chat, 1, "fc_llm_chat_");
 
@@ -73,15 +80,18 @@ Test(llm_chat, template_text_is_the_fixture_and_detects) {
     cr_expect_eq(fc_chat_template_detect(ctx, "qwen3", &t), FC_OK);
     cr_expect_eq(t, FC_CHAT_TEMPLATE_QWEN3);
     free(fx);
-    /* unknown families are errors naming the template and the reason */
+    /* unknown families are errors naming the template, the reason and the supported names */
     const char *bad[][2] = {
-        {"{{ bos_token }}{% for m in messages %}[INST] {{ m.content }} [/INST]{% endfor %}", "no family"},
+        {"{% for m in messages %}{{ m.content }}{% endfor %}", "no family"},
         {"{{'<|im_start|>' + m.role + '<|im_sep|>'}}", "Phi-4"},
         {"<|im_start|>{{ m.role }}<think>", "<think> convention"},
+        {"{{ '<|user|>' + m.content + '<|endoftext|>' }}", "Zephyr"},
+        {"mistral-v7-tekken", "llama.cpp family we do not render"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_expect_eq(fc_chat_template_detect(ctx, bad[i][0], &t), FC_ERR_UNSUPPORTED, "%s", bad[i][0]);
-        cr_expect(strstr(fc_ctx_error(ctx), "unsupported chat template") && strstr(fc_ctx_error(ctx), bad[i][1]),
+        cr_expect(strstr(fc_ctx_error(ctx), "unsupported chat template") && strstr(fc_ctx_error(ctx), bad[i][1]) &&
+                      strstr(fc_ctx_error(ctx), fc_chat_template_names()),
                   "%s", fc_ctx_error(ctx));
         fc_ctx_clear_error(ctx);
     }
@@ -114,9 +124,12 @@ Test(llm_chat, template_from_gguf) {
     cr_expect(found == 1 && t == FC_CHAT_TEMPLATE_QWEN3);
     cr_expect_eq(load_with("none", 0, NULL, &t, &found), FC_OK);
     cr_expect_eq(found, 0, "no template is reported, not guessed");
-    cr_expect_eq(load_with("bad", 1, "{% for m in messages %}<start_of_turn>{% endfor %}", &t, &found),
+    cr_expect_eq(load_with("gemma", 1, fc_chat_template_text(FC_CHAT_TEMPLATE_GEMMA), &t, &found), FC_OK, "%s",
+                 fc_ctx_error(ctx));
+    cr_expect(found == 1 && t == FC_CHAT_TEMPLATE_GEMMA);
+    cr_expect_eq(load_with("bad", 1, "{% for m in messages %}<|user_turn|>{% endfor %}", &t, &found),
                  FC_ERR_UNSUPPORTED);
-    cr_expect(strstr(fc_ctx_error(ctx), "<start_of_turn>"), "%s", fc_ctx_error(ctx));
+    cr_expect(strstr(fc_ctx_error(ctx), "<|user_turn|>"), "%s", fc_ctx_error(ctx));
     fc_ctx_clear_error(ctx);
     cr_expect_eq(load_with("typed", 2, NULL, &t, &found), FC_ERR_FORMAT);
     cr_expect(strstr(fc_ctx_error(ctx), "tokenizer.chat_template is not a string"), "%s", fc_ctx_error(ctx));
@@ -258,6 +271,413 @@ Test(llm_chat, chatml_matches_libllama) {
     }
 }
 
+/* ---- the other families: llama.cpp's native renderings -------------------------------- */
+
+/* Conversations for every family: system + user, user only, multi-turn with
+ * and without a system message, Unicode / CRLF / quotes, empty contents,
+ * ASCII padding (what llama.cpp's trim removes), an empty and a late system
+ * message, a tool turn, an assistant first, Unicode spaces at the ends (which
+ * Python's strip removes and llama.cpp's trim does not), no message at all,
+ * two system messages and a reply padded with \v \f \r. */
+static const convo k_fam_convos[] = {
+    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, 0},
+    {{MSG(USER, "Hello")}, 1, 0},
+    {{MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 3, 0},
+    {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 4, 0},
+    {{MSG(USER, "Ciao \xc3\xa8 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x8e\x89\r\n\ttabs \"quotes\" \\ back")}, 1, 0},
+    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, 0},
+    {{MSG(SYSTEM, "  padded sys \n"), MSG(USER, "  padded user\t"), MSG(ASSISTANT, " padded reply  "), MSG(USER, "x")},
+     4, 0},
+    {{MSG(SYSTEM, ""), MSG(USER, "u")}, 2, 0},
+    {{MSG(USER, "a"), MSG(SYSTEM, "late"), MSG(USER, "c")}, 3, 0},
+    {{MSG(USER, "w?"), MSG(ASSISTANT, "call"), MSG(TOOL, "r1"), MSG(ASSISTANT, "done")}, 4, 0},
+    {{MSG(ASSISTANT, "first")}, 1, 0},
+    {{MSG(USER, "\xc2\xa0nbsp\xe3\x80\x80")}, 1, 0},
+    {{{0, NULL}}, 0, 0},
+    {{MSG(SYSTEM, "s1"), MSG(SYSTEM, "s2"), MSG(USER, "u"), MSG(ASSISTANT, "\v\f r \r")}, 4, 0},
+};
+#define N_FAM_CONVOS (sizeof k_fam_convos / sizeof k_fam_convos[0])
+
+static void to_llama(const convo *c, llama_chat_message *lm) {
+    for (size_t j = 0; j < c->n; j++) lm[j] = (llama_chat_message){fc_chat_role_name(c->m[j].role), c->m[j].content};
+}
+
+/* llama_chat_apply_template(tmpl, ...) into a static buffer; -1 when libllama
+ * does not know the template */
+static int32_t oracle_render(const lp_oracle *o, const char *tmpl, const convo *c, int add, char *buf, int32_t cap) {
+    llama_chat_message lm[8];
+    to_llama(c, lm);
+    const int32_t n = o->chat_apply_template(tmpl, lm, c->n, add, buf, cap);
+    cr_assert_lt(n, cap, "llama_chat_apply_template needs %d bytes", n);
+    return n;
+}
+
+Test(llm_chat, family_names_and_texts) {
+    /* the name list is the names of the enum values, in order */
+    char list[512] = "";
+    for (int t = 0; t < FC_CHAT_N_TEMPLATES; t++) {
+        const char *name = fc_chat_template_name((fc_chat_template)t);
+        cr_assert_not_null(name, "template %d has no name", t);
+        cr_assert_not_null(fc_chat_template_text((fc_chat_template)t), "%s has no reference text", name);
+        if (t) strcat(list, ", ");
+        strcat(list, name);
+        fc_chat_template got = FC_CHAT_TEMPLATE_CHATML;
+        cr_expect_eq(fc_chat_template_from_name(ctx, name, &got), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_expect_eq(got, (fc_chat_template)t);
+        cr_expect_eq(fc_chat_template_detect(ctx, name, &got), FC_OK, "%s", fc_ctx_error(ctx));
+        cr_expect_eq(got, (fc_chat_template)t);
+    }
+    cr_expect_null(fc_chat_template_name((fc_chat_template)FC_CHAT_N_TEMPLATES));
+    cr_expect_null(fc_chat_template_text((fc_chat_template)FC_CHAT_N_TEMPLATES));
+    cr_expect_str_eq(fc_chat_template_names(), list);
+    fc_chat_template t = FC_CHAT_TEMPLATE_CHATML;
+    /* a name is only a name: a template text or an unknown name is refused, listing the names */
+    const char *bad[] = {"llama-3", "Gemma", "", fc_chat_template_text(FC_CHAT_TEMPLATE_GEMMA)};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_expect_eq(fc_chat_template_from_name(ctx, bad[i], &t), FC_ERR_UNSUPPORTED, "'%s'", bad[i]);
+        cr_expect(strstr(fc_ctx_error(ctx), "unknown chat template name") &&
+                      strstr(fc_ctx_error(ctx), fc_chat_template_names()),
+                  "%s", fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+    }
+    cr_expect_eq(fc_chat_template_from_name(ctx, NULL, &t), FC_ERR_INVALID_ARG);
+    fc_ctx_clear_error(ctx);
+    /* a role out of range is refused by every family */
+    for (int f = 0; f < FC_CHAT_N_TEMPLATES; f++) {
+        fc_chat_message m = {(fc_chat_role)9, "x"};
+        char *out;
+        cr_expect_eq(fc_chat_render(ctx, (fc_chat_template)f, &m, 1, 0, &out, NULL), FC_ERR_INVALID_ARG);
+        cr_expect(strstr(fc_ctx_error(ctx), "message 0 has a role out of range"), "%s", fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+    }
+}
+
+/* Every family, every conversation, with and without the generation prompt:
+ * byte-identical to libllama given the family's reference text (which it
+ * must detect as that family: a text it detected otherwise would render
+ * differently on these conversations). */
+Test(llm_chat, families_match_libllama) {
+    const lp_oracle o = lp_get_oracle();
+    static char ref[1 << 14];
+    for (int f = 0; f < FC_CHAT_N_TEMPLATES; f++) {
+        const fc_chat_template t = (fc_chat_template)f;
+        if (t == FC_CHAT_TEMPLATE_QWEN3) continue; /* ours, compared with jinja2; llama.cpp calls it chatml */
+        for (size_t i = 0; i < N_FAM_CONVOS; i++) {
+            const convo *c = &k_fam_convos[i];
+            for (int add = 0; add < 2; add++) {
+                const int32_t n = oracle_render(&o, fc_chat_template_text(t), c, add, ref, (int32_t)sizeof ref);
+                cr_assert_geq(n, 0, "libllama does not detect the %s reference text", fc_chat_template_name(t));
+                char *ours = render(t, c->m, c->n, add ? FC_CHAT_ADD_GENERATION_PROMPT : 0);
+                cr_expect(strlen(ours) == (size_t)n && !memcmp(ours, ref, (size_t)n),
+                          "%s, conversation %zu, add_ass %d:\n--- llama.cpp:\n%.*s\n--- ours:\n%s",
+                          fc_chat_template_name(t), i, add, (int)n, ref, ours);
+                free(ours);
+            }
+        }
+    }
+}
+
+/* A conversation on which the families' renderings all differ, so the
+ * rendering tells which family libllama detected. */
+static const convo k_probe = {{MSG(SYSTEM, " S \n"), MSG(USER, " U "), MSG(ASSISTANT, " A "), MSG(TOOL, "T"),
+                               MSG(USER, "U2 ")},
+                              5,
+                              0};
+
+/* Detection: our family for a text is the one libllama detects, found by
+ * rendering the probe with the text and with every family name. */
+Test(llm_chat, detection_matches_libllama) {
+    const lp_oracle o = lp_get_oracle();
+    static char by_text[1 << 13], by_name[1 << 13];
+    /* the probe tells the families apart in libllama */
+    for (int a = 0; a < FC_CHAT_N_TEMPLATES; a++)
+        for (int b = a + 1; b < FC_CHAT_N_TEMPLATES; b++) {
+            if (a == FC_CHAT_TEMPLATE_QWEN3 || b == FC_CHAT_TEMPLATE_QWEN3) continue;
+            const int32_t na = oracle_render(&o, fc_chat_template_name((fc_chat_template)a), &k_probe, 1, by_text,
+                                             (int32_t)sizeof by_text);
+            const int32_t nb = oracle_render(&o, fc_chat_template_name((fc_chat_template)b), &k_probe, 1, by_name,
+                                             (int32_t)sizeof by_name);
+            cr_assert(na >= 0 && nb >= 0 && (na != nb || memcmp(by_text, by_name, (size_t)na)), "%s vs %s",
+                      fc_chat_template_name((fc_chat_template)a), fc_chat_template_name((fc_chat_template)b));
+        }
+    /* the reference texts, then texts that test llama.cpp's rule order */
+    const char *texts[FC_CHAT_N_TEMPLATES + 40];
+    size_t nt = 0;
+    for (int f = 0; f < FC_CHAT_N_TEMPLATES; f++) texts[nt++] = fc_chat_template_text((fc_chat_template)f);
+    static const char *const tricky[] = {
+        "mistral",                                               /* starts with "mistral": llama2 */
+        "mistral-foo", "Mistral [INST]", " mistral", "[INST] x", /* [INST] anywhere */
+        "<|im_start|><|start_header_id|><|end_header_id|>",      /* ChatML first */
+        "<start_of_turn><|start_header_id|><|end_header_id|>",   /* gemma before llama3 */
+        "<|assistant|><|end|><start_of_turn>",                   /* phi3 before gemma */
+        "[INST]<start_of_turn>", "<<SYS>>[INST] content.strip() bos_token + '[INST]",
+        "bos_token + '[INST] <<SYS>>", "[AVAILABLE_TOOLS] \"[INST]\"", "[AVAILABLE_TOOLS] [INST]",
+        "' [INST] ' + system_message", "[SYSTEM_PROMPT][INST]", "GPT4 Correct <start_of_turn>",
+        "[gMASK]<sop><|assistant|><|end|>",
+        /* families we do not render that win over ours in llama.cpp's order */
+        "USER: ASSISTANT: <|start_header_id|><|end_header_id|>", "<|assistant|><|user|><start_of_turn>",
+        "<|user|><|endoftext|><start_of_turn>", "{{ bos_token + message['role'] }}<start_of_turn>",
+        "<|START_OF_TURN_TOKEN|><|USER_TOKEN|><|start_header_id|><|end_header_id|>",
+        "### Instruction:<|EOT|><|start_header_id|><|end_header_id|>",
+        "'\\n\\nAssistant: ' + eos_token<|start_header_id|><|end_header_id|>",
+        "[gMASK]<sop><|start_header_id|><|end_header_id|>", "<|{{ item['role'] }}|><|begin_of_image|><start_of_turn>",
+        "{{'<|im_start|>' + m.role + '<|im_sep|>'}}", "<|im_start|><end_of_utterance>",
+        /* llama.cpp's names of families we do not render, and nothing at all */
+        "mistral-v7-tekken", "phi4", "zephyr", "<|header_start|><|header_end|>", "<|start_header_id|>", "nonsense", "",
+    };
+    for (size_t i = 0; i < sizeof tricky / sizeof tricky[0]; i++) texts[nt++] = tricky[i];
+    int n_ours = 0, n_other = 0, n_none = 0;
+    for (size_t i = 0; i < nt; i++) {
+        const char *text = texts[i];
+        fc_chat_template t = FC_CHAT_TEMPLATE_CHATML;
+        const fc_status st = fc_chat_template_detect(ctx, text, &t);
+        const int32_t n = oracle_render(&o, text, &k_probe, 1, by_text, (int32_t)sizeof by_text);
+        /* which of our families libllama's rendering is (-1: none of them) */
+        int as = -1;
+        for (int f = 0; f < FC_CHAT_N_TEMPLATES && n >= 0 && as < 0; f++) {
+            if (f == FC_CHAT_TEMPLATE_QWEN3) continue;
+            const int32_t m = oracle_render(&o, fc_chat_template_name((fc_chat_template)f), &k_probe, 1, by_name,
+                                            (int32_t)sizeof by_name);
+            if (m == n && !memcmp(by_name, by_text, (size_t)n)) as = f;
+        }
+        /* our one deliberate split: llama.cpp's chatml with Qwen3's thinking switch is
+         * qwen3, and ChatML with another <think> convention is refused */
+        const int qwen = strstr(text, "<|im_start|>") && (strstr(text, "enable_thinking") || strstr(text, "<think>"));
+        if (st == FC_OK) {
+            const int want = t == FC_CHAT_TEMPLATE_QWEN3 ? FC_CHAT_TEMPLATE_CHATML : (int)t;
+            cr_expect_eq(as, want, "'%.60s': ours %s, llama.cpp %s", text, fc_chat_template_name(t),
+                         as >= 0 ? fc_chat_template_name((fc_chat_template)as) : n < 0 ? "unknown (-1)" : "another");
+            n_ours++;
+        } else {
+            cr_expect_eq(st, FC_ERR_UNSUPPORTED);
+            cr_expect(strstr(fc_ctx_error(ctx), fc_chat_template_names()), "%s", fc_ctx_error(ctx));
+            fc_ctx_clear_error(ctx);
+            cr_expect(as < 0 || (qwen && as == FC_CHAT_TEMPLATE_CHATML),
+                      "'%.60s': we refuse it, llama.cpp renders it as %s", text,
+                      as >= 0 ? fc_chat_template_name((fc_chat_template)as) : "?");
+            if (n < 0)
+                n_none++;
+            else
+                n_other++;
+        }
+    }
+    /* every family name libllama knows is one of ours (the same family) or refused */
+    const char *names[128];
+    const int32_t nn = o.chat_builtin_templates(names, sizeof names / sizeof names[0]);
+    cr_assert(nn > 0 && nn <= (int32_t)(sizeof names / sizeof names[0]), "llama_chat_builtin_templates: %d", nn);
+    int n_named = 0;
+    for (int32_t i = 0; i < nn; i++) {
+        fc_chat_template t;
+        if (fc_chat_template_detect(ctx, names[i], &t) == FC_OK) {
+            cr_expect_str_eq(fc_chat_template_name(t), names[i]);
+            n_named++;
+        } else {
+            cr_expect(strstr(fc_ctx_error(ctx), "llama.cpp family we do not render"), "%s", fc_ctx_error(ctx));
+            fc_ctx_clear_error(ctx);
+        }
+    }
+    cr_expect_eq(n_named, FC_CHAT_N_TEMPLATES - 1, "all our families but qwen3 are llama.cpp's");
+    cr_expect_geq(n_ours, FC_CHAT_N_TEMPLATES + 15);
+    cr_expect_geq(n_other, 10, "texts llama.cpp gives to other families");
+    cr_expect_geq(n_none, 3, "texts llama.cpp does not know (it returns -1)");
+}
+
+/* ---- the reference texts under jinja2 ---------------------------------------------------- */
+
+static int has_prefix(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+static int has_suffix(const char *s, const char *p) {
+    const size_t n = strlen(s), m = strlen(p);
+    return n >= m && !memcmp(s + n - m, p, m);
+}
+
+/* leading or trailing ASCII white space (what llama.cpp's trim removes) */
+static int padded(const char *s) {
+    const size_t n = strlen(s);
+    return n && (strchr(" \t\n\v\f\r", s[0]) || strchr(" \t\n\v\f\r", s[n - 1]));
+}
+
+/* Where llama.cpp's native rendering and the real template legitimately
+ * differ (the real template raising an exception is handled by the caller):
+ * the reason, or NULL where they must agree byte for byte. We match
+ * llama.cpp. */
+static const char *known_difference(fc_chat_template t, const convo *c, int add) {
+    int uni = 0, pad_sys = 0, empty_sys = 0, late_sys = 0, tool = 0, asst = 0, users = 0;
+    for (size_t j = 0; j < c->n; j++) {
+        const char *s = c->m[j].content;
+        uni |= has_prefix(s, "\xc2\xa0") || has_prefix(s, "\xe3\x80\x80") || has_suffix(s, "\xc2\xa0") ||
+               has_suffix(s, "\xe3\x80\x80");
+        if (c->m[j].role == FC_CHAT_SYSTEM) {
+            pad_sys |= padded(s);
+            empty_sys |= !*s;
+            late_sys |= j > 0;
+        }
+        tool |= c->m[j].role == FC_CHAT_TOOL;
+        asst |= c->m[j].role == FC_CHAT_ASSISTANT;
+        users += c->m[j].role == FC_CHAT_USER;
+    }
+    const int sys0 = c->n && c->m[0].role == FC_CHAT_SYSTEM;
+    const char *unicode_trim = "Jinja's trim (Python's strip) also removes Unicode spaces; llama.cpp trims ASCII only";
+    switch (t) {
+    case FC_CHAT_TEMPLATE_CHATML:
+    case FC_CHAT_TEMPLATE_QWEN3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V1:
+    case FC_CHAT_TEMPLATE_MISTRAL_V7:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS: return NULL;
+    case FC_CHAT_TEMPLATE_LLAMA2: return c->n ? NULL : "llama.cpp opens the prompt with \"[INST] \" even with no message";
+    case FC_CHAT_TEMPLATE_LLAMA3: return uni ? unicode_trim : NULL;
+    case FC_CHAT_TEMPLATE_PHI3:
+        return !add  ? "without a generation prompt the template appends eos_token"
+               : tool ? "the template drops tool turns; llama.cpp writes <|tool|>"
+                      : NULL;
+    case FC_CHAT_TEMPLATE_GEMMA:
+        return uni       ? unicode_trim
+               : pad_sys ? "the template does not trim the system message; llama.cpp does"
+               : empty_sys ? "the template writes an empty system message's \"\\n\\n\"; llama.cpp drops it"
+               : late_sys  ? "llama.cpp folds a later system message into the next user turn"
+                           : NULL;
+    case FC_CHAT_TEMPLATE_MISTRAL_V3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
+        return uni                   ? unicode_trim
+               : sys0 && users > 1 ? "the template puts the system message in the LAST user turn; llama.cpp in the "
+                                     "first"
+                                   : NULL;
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP:
+        return uni        ? unicode_trim
+               : asst     ? "Llama 2's template pads replies (\" A </s>\") and opens later turns with <s>; llama.cpp "
+                            "does neither"
+               : pad_sys  ? "the template strips the system block and the first user message as one text"
+               : late_sys ? "the template drops a later system message"
+                          : NULL;
+    }
+    return "?";
+}
+
+typedef struct jinja_family {
+    fc_chat_template t;
+    const char *bos, *eos; /* the tokens the family's tokenizer_config gives the template */
+} jinja_family;
+
+static const jinja_family k_jinja_families[] = {
+    {FC_CHAT_TEMPLATE_CHATML, "", ""},
+    {FC_CHAT_TEMPLATE_LLAMA3, "<|begin_of_text|>", "<|eot_id|>"},
+    {FC_CHAT_TEMPLATE_MISTRAL_V1, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_MISTRAL_V3, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_MISTRAL_V7, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_GEMMA, "<bos>", "<eos>"},
+    {FC_CHAT_TEMPLATE_PHI3, "<s>", "<|endoftext|>"},
+    {FC_CHAT_TEMPLATE_LLAMA2, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_LLAMA2_SYS, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS, "<s>", "</s>"},
+    {FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP, "<s>", "</s>"},
+};
+
+/* the real templates raise_exception (transformers' global) on role orders
+ * they refuse; the output file says RAISE then */
+static const char k_py_families[] =
+    "import json, sys\n"
+    "from jinja2.sandbox import ImmutableSandboxedEnvironment\n"
+    "from jinja2.exceptions import TemplateError\n"
+    "env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)\n"
+    "env.filters['tojson'] = lambda x, **k: json.dumps(x, ensure_ascii=False, **k)\n"
+    "def raise_exception(m): raise TemplateError(m)\n"
+    "env.globals['raise_exception'] = raise_exception\n"
+    "spec = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+    "for f in spec['families']:\n"
+    "    t = env.from_string(open(f['file'], encoding='utf-8').read())\n"
+    "    for i, c in enumerate(spec['cases']):\n"
+    "        for add in (0, 1):\n"
+    "            try:\n"
+    "                out = 'OK\\n' + t.render(messages=c, add_generation_prompt=bool(add), bos_token=f['bos'],\n"
+    "                                         eos_token=f['eos'])\n"
+    "            except TemplateError as e:\n"
+    "                out = 'RAISE\\n' + str(e)\n"
+    "            open('%s/j_%s_%d_%d.txt' % (sys.argv[2], f['name'], i, add), 'w', encoding='utf-8',\n"
+    "                 newline='').write(out)\n";
+
+/* The reference texts rendered by jinja2 as transformers does: equal to our
+ * (= llama.cpp's) rendering wherever the two are not known to differ, with
+ * the template's leading BOS removed (llama.cpp leaves BOS to the
+ * tokenizer). Each family must agree on several conversations. */
+Test(llm_chat, families_match_jinja2_where_llama_cpp_does) {
+    char path[512], cmd[2048];
+    static char out[1 << 14];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import jinja2' 2>&1", python());
+    if (fct_run(cmd, out, sizeof out) != 0) cr_skip_test("no Python with jinja2 (%s): %s", python(), out);
+    const size_t n_fam = sizeof k_jinja_families / sizeof k_jinja_families[0];
+    snprintf(path, sizeof path, "%s/families.json", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs("{\"families\": [", f);
+    for (size_t k = 0; k < n_fam; k++) {
+        const jinja_family *jf = &k_jinja_families[k];
+        char tp[512];
+        snprintf(tp, sizeof tp, "%s/%s.jinja", dir, fc_chat_template_name(jf->t));
+        FILE *tf = fopen(tp, "wb");
+        cr_assert_not_null(tf);
+        fputs(fc_chat_template_text(jf->t), tf);
+        fclose(tf);
+        fprintf(f, "%s{\"name\": \"%s\", \"file\": ", k ? ", " : "", fc_chat_template_name(jf->t));
+        json_str(f, tp);
+        fprintf(f, ", \"bos\": \"%s\", \"eos\": \"%s\"}", jf->bos, jf->eos);
+    }
+    fputs("], \"cases\": [", f);
+    for (size_t i = 0; i < N_FAM_CONVOS; i++) {
+        const convo *c = &k_fam_convos[i];
+        fputs(i ? ", [" : "[", f);
+        for (size_t j = 0; j < c->n; j++) {
+            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", j ? ", " : "", fc_chat_role_name(c->m[j].role));
+            json_str(f, c->m[j].content);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
+    fputs("]}\n", f);
+    fclose(f);
+    char py[512];
+    snprintf(py, sizeof py, "%s/families.py", dir);
+    f = fopen(py, "w");
+    cr_assert_not_null(f);
+    fputs(k_py_families, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' 2>&1", python(), py, path, dir);
+    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "jinja2 rendering failed: %s", out);
+    for (size_t k = 0; k < n_fam; k++) {
+        const jinja_family *jf = &k_jinja_families[k];
+        const char *name = fc_chat_template_name(jf->t);
+        int agree = 0;
+        for (size_t i = 0; i < N_FAM_CONVOS; i++) {
+            const convo *c = &k_fam_convos[i];
+            for (int add = 0; add < 2; add++) {
+                snprintf(path, sizeof path, "%s/j_%s_%zu_%d.txt", dir, name, i, add);
+                size_t n;
+                char *ref = read_all(path, &n);
+                cr_assert_not_null(ref, "%s", path);
+                if (has_prefix(ref, "RAISE\n")) {
+                    free(ref);
+                    continue; /* the real template refuses this conversation; llama.cpp renders it */
+                }
+                cr_assert(has_prefix(ref, "OK\n"));
+                const char *j = ref + 3;
+                if (*jf->bos && has_prefix(j, jf->bos)) j += strlen(jf->bos);
+                char *ours = render(jf->t, c->m, c->n, add ? FC_CHAT_ADD_GENERATION_PROMPT : 0);
+                const int same = !strcmp(ours, j);
+                const char *why = known_difference(jf->t, c, add);
+                if (!why) {
+                    cr_expect(same, "%s, conversation %zu, add %d:\n--- jinja2:\n%s\n--- ours:\n%s", name, i, add, j,
+                              ours);
+                    agree += same;
+                }
+                free(ours);
+                free(ref);
+            }
+        }
+        cr_expect_geq(agree, 4, "%s: only %d conversations to compare", name, agree);
+    }
+}
+
 /* ---- stop-string hold-back ------------------------------------------------------------- */
 
 Test(llm_chat, stop_scan) {
@@ -319,7 +739,8 @@ static fc_token *tokens_of(const fc_llm_model *m, const char *text, size_t *n) {
 static void multi_turn(fc_chat_template tmpl, unsigned flags) {
     fc_llm_model *m = model();
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    fc_llm_session *s = fc_llm_session_new(ctx, m, 256);
+    /* 512: on this Qwen vocabulary llama3's and gemma's markers are plain text, many tokens each */
+    fc_llm_session *s = fc_llm_session_new(ctx, m, 512);
     cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
     fc_chat_options o = greedy(12);
     o.tmpl = tmpl;
@@ -376,7 +797,7 @@ static void multi_turn(fc_chat_template tmpl, unsigned flags) {
                       (long long)s2.n_reused, (long long)s1.n_prompt, reply, (long long)s1.n_gen, (int)s1.stop);
 
     /* the same logits as a fresh evaluation of the whole conversation */
-    fc_llm_session *fresh = fc_llm_session_new(ctx, m, 256);
+    fc_llm_session *fresh = fc_llm_session_new(ctx, m, 512);
     cr_assert_not_null(fresh);
     float *ref = malloc((size_t)nv * sizeof *ref);
     cr_assert_eq(fc_llm_session_eval_ex(ctx, fresh, toks, nt, FC_LLM_LOGITS_LAST, ref), FC_OK, "%s",
@@ -413,6 +834,9 @@ static void multi_turn(fc_chat_template tmpl, unsigned flags) {
 
 Test(llm_chat, multi_turn_reuses_the_cache) { multi_turn(FC_CHAT_TEMPLATE_CHATML, 0); }
 Test(llm_chat, multi_turn_reuses_the_cache_qwen3_no_think) { multi_turn(FC_CHAT_TEMPLATE_QWEN3, FC_CHAT_NO_THINK); }
+/* families that trim the stored reply when they re-render it: the first prompt is still a token prefix */
+Test(llm_chat, multi_turn_reuses_the_cache_llama3) { multi_turn(FC_CHAT_TEMPLATE_LLAMA3, 0); }
+Test(llm_chat, multi_turn_reuses_the_cache_gemma) { multi_turn(FC_CHAT_TEMPLATE_GEMMA, 0); }
 
 Test(llm_chat, thinking_switch) {
     fc_llm_model *m = model();
@@ -436,6 +860,62 @@ Test(llm_chat, thinking_switch) {
         cr_expect_eq(nh, nw, "no_think %d: %zu tokens held, %zu expected", no_think, nh, nw);
         cr_expect(nh == nw && !memcmp(held, w, nw * sizeof *w), "no_think %d: the prompt's tokens differ", no_think);
         fc_tokens_free(w);
+        fc_chat_free(c);
+    }
+    fc_llm_session_free(s);
+    fc_llm_model_free(m);
+}
+
+/* ---- end of generation per family ------------------------------------------------------- */
+
+Test(llm_chat, end_of_turn_tokens_per_family) {
+    /* each family stops at its own end-of-turn marker */
+    const char *want[][2] = {
+        {"chatml", "<|im_end|>"}, {"qwen3", "<|im_end|>"},   {"llama3", "<|eot_id|>"},       {"gemma", "<end_of_turn>"},
+        {"phi3", "<|end|>"},      {"mistral-v3", "</s>"},    {"mistral-v7", "</s>"},          {"llama2-sys", "</s>"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        fc_chat_template t;
+        cr_assert_eq(fc_chat_template_from_name(ctx, want[i][0], &t), FC_OK);
+        size_t n;
+        const char *const *txt = fc_chat_eog_texts(t, &n);
+        cr_assert(n >= 1 && n <= FC_CHAT_MAX_EOG_TEXTS);
+        cr_expect_str_eq(txt[0], want[i][1], "%s", want[i][0]);
+    }
+    for (int t = 0; t < FC_CHAT_N_TEMPLATES; t++) {
+        size_t n = 0;
+        cr_expect_not_null(fc_chat_eog_texts((fc_chat_template)t, &n));
+        cr_expect_geq(n, 1);
+    }
+    /* on a Qwen vocabulary: chatml resolves <|im_end|> and <|endoftext|> (and
+     * EOS); llama3's markers are not in it, so only EOS is left */
+    fc_llm_model *m = model();
+    const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
+    fc_llm_session *s = fc_llm_session_new(ctx, m, 64);
+    cr_assert_not_null(s);
+    const fc_token eos = fc_tokenizer_eos(tk), im_end = fc_tokenizer_find(tk, "<|im_end|>", 10),
+                   eot = fc_tokenizer_find(tk, "<|endoftext|>", 13);
+    cr_assert(im_end != FC_TOKEN_NONE && eot != FC_TOKEN_NONE);
+    cr_assert_eq(fc_tokenizer_find(tk, "<|eot_id|>", 10), FC_TOKEN_NONE);
+    for (int k = 0; k < 2; k++) {
+        fc_chat_options o = greedy(4);
+        o.tmpl = k ? FC_CHAT_TEMPLATE_LLAMA3 : FC_CHAT_TEMPLATE_CHATML;
+        fc_chat *c = fc_chat_new(ctx, m, s, &o);
+        cr_assert_not_null(c, "%s", fc_ctx_error(ctx));
+        size_t n;
+        const fc_token *e = fc_chat_eog_tokens(c, &n);
+        int has_eos = 0, has_im = 0, has_eot = 0;
+        for (size_t i = 0; i < n; i++) {
+            has_eos |= e[i] == eos;
+            has_im |= e[i] == im_end;
+            has_eot |= e[i] == eot;
+            for (size_t j = 0; j < i; j++) cr_expect_neq(e[i], e[j], "a token listed twice");
+        }
+        if (eos != FC_TOKEN_NONE) cr_expect(has_eos);
+        if (k == 0)
+            cr_expect(has_im && has_eot, "chatml stops at <|im_end|> and <|endoftext|>");
+        else
+            cr_expect_eq(n, (size_t)(eos != FC_TOKEN_NONE), "llama3 on a Qwen vocabulary: EOS only (%zu tokens)", n);
         fc_chat_free(c);
     }
     fc_llm_session_free(s);
@@ -591,6 +1071,46 @@ Test(llm_chat, cli_chat_transcript) {
     cr_expect_eq(nr[1], 0, "after /reset nothing is reused");
     cr_expect_geq(nr[2], np[1], "the third turn reuses the second's prompt");
     cr_expect_lt(ne[2], np[2] - np[1] + ng[1] + 1);
+}
+
+/* --chat-template NAME overrides the model's template: the prompt has exactly
+ * the tokens of that family's rendering; an unknown name exits 2 listing the names */
+Test(llm_chat, cli_chat_template_override) {
+    const char *bin = cli();
+    char path[512], cmd[4096];
+    static char out[1 << 16];
+    write_model(path, sizeof path);
+    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    const fc_chat_template fams[] = {FC_CHAT_TEMPLATE_LLAMA3, FC_CHAT_TEMPLATE_GEMMA, FC_CHAT_TEMPLATE_MISTRAL_V3,
+                                     FC_CHAT_TEMPLATE_PHI3};
+    for (size_t k = 0; k < sizeof fams / sizeof fams[0]; k++) {
+        const char *flag = k % 2 ? "--template" : "--chat-template"; /* the old spelling still works */
+        snprintf(cmd, sizeof cmd, "printf 'Hello there\\n' | '%s' chat '%s' -n 2 --verbose --system 'Be brief.' %s %s 2>&1",
+                 bin, path, flag, fc_chat_template_name(fams[k]));
+        cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s\n%s", cmd, out);
+        const char *p = strstr(out, "[prompt ");
+        long long np = -1;
+        cr_assert(p && sscanf(p, "[prompt %lld tokens", &np) == 1, "%s", out);
+        const fc_chat_message msgs[] = {{FC_CHAT_SYSTEM, "Be brief."}, {FC_CHAT_USER, "Hello there"}};
+        char *text = render(fams[k], msgs, 2, FC_CHAT_ADD_GENERATION_PROMPT);
+        size_t nt;
+        fc_token *toks = tokens_of(m, text, &nt);
+        cr_expect_eq(np, (long long)nt, "%s: the prompt has %lld tokens, the family's rendering %zu",
+                     fc_chat_template_name(fams[k]), np, nt);
+        fc_tokens_free(toks);
+        free(text);
+    }
+    fc_llm_model_free(m);
+    snprintf(cmd, sizeof cmd, "'%s' chat '%s' --chat-template llama-3 2>&1 </dev/null", bin, path);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "unknown --chat-template 'llama-3'") && strstr(out, fc_chat_template_names()), "%s", out);
+    snprintf(cmd, sizeof cmd, "'%s' chat '%s' --chat-template 2>&1 </dev/null", bin, path);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
+    cr_expect(strstr(out, "--chat-template needs a value"), "%s", out);
+    snprintf(cmd, sizeof cmd, "'%s' chat --help", bin);
+    cr_expect_eq(fct_run(cmd, out, sizeof out), 0);
+    cr_expect(strstr(out, "--chat-template NAME") && strstr(out, fc_chat_template_names()), "%s", out);
 }
 
 /* the reply part of `fucina run` output: after the prompt, without the final newline */
