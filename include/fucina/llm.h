@@ -120,9 +120,11 @@ typedef struct fc_make_model_options {
      * with llama.cpp's per-tensor rules to an f32 model written next to path (removed
      * after); dtype is then ignored. */
     const char *mix;
-    /* 0: the preset's vocabulary; otherwise Qwen3's id layout with this many ids (>= 151669,
-     * e.g. 151936), for any preset: a tiny model with the real vocabulary is a cheap
-     * tokenizer and output-layer test. */
+    /* 0: the preset's vocabulary. Otherwise, for the Qwen families (qwen3, qwen3moe, qwen2), Qwen3's
+     * id layout with this many ids (>= 151669, e.g. 151936), for any preset: a tiny model with the
+     * real vocabulary is a cheap tokenizer and output-layer test; for the others, the family's own
+     * test vocabulary (llama: Llama 3's byte-level BPE; Mixtral, gemma, phi3: SentencePiece) padded
+     * with unused tokens to this many ids. */
     int64_t n_vocab;
     int moe;        /* llama: the Mixtral variant (the preset's experts, each feed_forward_length wide) */
     int rope_freqs; /* llama: write rope_freqs.weight (Llama 3.1's frequency divisors) */

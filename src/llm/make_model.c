@@ -61,21 +61,65 @@ static const preset k_presets[] = {
 /* What a family's files carry beyond the shapes (the values its real
  * models use): RoPE bases, the sliding window (small enough that a test
  * prompt crosses it), softcaps. */
+/* The tokenizer a family's files carry, as its real models do. */
+typedef enum vocab_layout {
+    VOCAB_QWEN,   /* byte-level BPE, pre qwen2 (mm_vocab_build) */
+    VOCAB_LLAMA3, /* byte-level BPE, pre llama-bpe (mm_vocab_build_llama3) */
+    VOCAB_SPM,    /* SentencePiece (mm_spm_vocab_build): Llama 2, Mistral, Gemma, Phi-3 */
+} vocab_layout;
+
 typedef struct family_values {
     fc_llm_arch arch;
     double theta, theta_swa;
     int64_t n_swa, swa_pattern;
     double attn_softcap, final_softcap;
+    vocab_layout vocab;
+    fc_chat_template tmpl;
+    const char *extra_control; /* a control token the family's vocabulary has beyond the layout's, or NULL */
 } family_values;
 static const family_values k_family[] = {
-    {FC_LLM_ARCH_QWEN3, 1000000.0, 0, 0, 0, 0, 0},
-    {FC_LLM_ARCH_QWEN3MOE, 1000000.0, 0, 0, 0, 0, 0},
-    {FC_LLM_ARCH_LLAMA, 500000.0, 0, 0, 0, 0, 0},
-    {FC_LLM_ARCH_QWEN2, 1000000.0, 0, 0, 0, 0, 0},
-    {FC_LLM_ARCH_GEMMA3, 1000000.0, 10000.0, 8, 2, 0, 0},
-    {FC_LLM_ARCH_GEMMA2, 10000.0, 0, 8, 2, 50.0, 30.0},
-    {FC_LLM_ARCH_PHI3, 10000.0, 0, 0, 0, 0, 0},
+    {FC_LLM_ARCH_QWEN3, 1000000.0, 0, 0, 0, 0, 0, VOCAB_QWEN, FC_CHAT_TEMPLATE_QWEN3, NULL},
+    {FC_LLM_ARCH_QWEN3MOE, 1000000.0, 0, 0, 0, 0, 0, VOCAB_QWEN, FC_CHAT_TEMPLATE_QWEN3, NULL},
+    {FC_LLM_ARCH_LLAMA, 500000.0, 0, 0, 0, 0, 0, VOCAB_LLAMA3, FC_CHAT_TEMPLATE_LLAMA3, NULL},
+    {FC_LLM_ARCH_QWEN2, 1000000.0, 0, 0, 0, 0, 0, VOCAB_QWEN, FC_CHAT_TEMPLATE_CHATML, NULL},
+    {FC_LLM_ARCH_GEMMA3, 1000000.0, 10000.0, 8, 2, 0, 0, VOCAB_SPM, FC_CHAT_TEMPLATE_GEMMA, NULL},
+    {FC_LLM_ARCH_GEMMA2, 10000.0, 0, 8, 2, 50.0, 30.0, VOCAB_SPM, FC_CHAT_TEMPLATE_GEMMA, NULL},
+    /* Phi-3's vocabulary is Llama 2's plus <|endoftext|> (id 32000), which llama.cpp's
+     * vocabulary loader looks up by name for phi3 (it refuses a file without it) */
+    {FC_LLM_ARCH_PHI3, 10000.0, 0, 0, 0, 0, 0, VOCAB_SPM, FC_CHAT_TEMPLATE_PHI3, "<|endoftext|>"},
 };
+
+static const family_values *family_of(fc_llm_arch arch) {
+    for (size_t i = 0; i < sizeof k_family / sizeof k_family[0]; i++)
+        if (k_family[i].arch == arch) return &k_family[i];
+    return &k_family[0];
+}
+
+/* The family's vocabulary (Mixtral: Mistral's SentencePiece one), padded
+ * with unused "[PADn]" tokens to n_vocab when that is larger (a benchmark
+ * model of a real vocabulary's size; the Qwen layout lays out its own).
+ * 0, or -1 (out of memory, or n_vocab too small for the Qwen layout). */
+static int build_vocab(mm_vocab *v, const family_values *fv, int moe, int64_t n_vocab) {
+    const vocab_layout lay = moe && fv->arch == FC_LLM_ARCH_LLAMA ? VOCAB_SPM : fv->vocab;
+    switch (lay) {
+    case VOCAB_QWEN: return mm_vocab_build(v, n_vocab);
+    case VOCAB_LLAMA3:
+        if (mm_vocab_build_llama3(v)) return -1;
+        break;
+    case VOCAB_SPM:
+        if (mm_spm_vocab_build(v)) return -1;
+        break;
+    }
+    if (fv->extra_control && mm_vocab_find(v, fv->extra_control) < 0 &&
+        mm_vocab_add(v, fv->extra_control, FC_TOKEN_TYPE_CONTROL, 0.0f))
+        return -1;
+    char pad[32];
+    for (int64_t i = 0; v->n < n_vocab; i++) {
+        snprintf(pad, sizeof pad, "[PAD%lld]", (long long)i);
+        if (mm_vocab_add(v, pad, FC_TOKEN_TYPE_UNUSED, -1e9f)) return -1;
+    }
+    return 0;
+}
 
 /* ---- the tensor plan ----------------------------------------------------------- */
 
@@ -349,7 +393,8 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     fc_gguf_writer *w = NULL;
     void *buf = NULL;
     size_t buf_cap = 0;
-    if (mm_vocab_build(&v, n_vocab)) {
+    const family_values *fv = family_of(d->arch);
+    if (build_vocab(&v, fv, hp->n_expert > 0, n_vocab)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory building the vocabulary");
         st = FC_ERR_OOM;
         goto done;
@@ -371,7 +416,6 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     }
     char name[96];
     snprintf(name, sizeof name, "fucina random %s", d->name);
-    const int32_t eot = (int32_t)mm_vocab_find(&v, "<|endoftext|>"), im_end = (int32_t)mm_vocab_find(&v, "<|im_end|>");
     TRY(fc_gguf_set_str(w, "general.architecture", d->name));
     TRY(fc_gguf_set_str(w, "general.name", name));
     if (!mix) TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
@@ -387,17 +431,12 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
         const int64_t orig = (int64_t)((double)hp->n_ctx_train / f);
         TRY(fc_gguf_set_u32(w, key, (uint32_t)(orig > 0 ? orig : 1)));
     }
-    TRY(fc_gguf_set_str(w, "tokenizer.ggml.model", "gpt2"));
-    TRY(fc_gguf_set_str(w, "tokenizer.ggml.pre", "qwen2"));
-    TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v.tok, NULL, (uint64_t)v.n));
-    TRY(fc_gguf_set_arr(w, "tokenizer.ggml.token_type", FC_GGUF_I32, v.type, (uint64_t)v.n));
-    TRY(fc_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v.merge, NULL, (uint64_t)v.n_merges));
-    TRY(fc_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)im_end));
-    TRY(fc_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)eot));
-    TRY(fc_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)eot));
-    TRY(fc_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 0));
-    /* Qwen3's own template, so fucina chat and llama.cpp pick the real format */
-    TRY(fc_gguf_set_str(w, "tokenizer.chat_template", fc_chat_template_text(FC_CHAT_TEMPLATE_QWEN3)));
+    TRY(mm_vocab_write(w, &v));
+    /* the family's own template (Mixtral: Mistral's), so fucina chat and llama.cpp pick the real format */
+    TRY(fc_gguf_set_str(w, "tokenizer.chat_template",
+                        fc_chat_template_text(hp->n_expert > 0 && d->arch == FC_LLM_ARCH_LLAMA
+                                                  ? FC_CHAT_TEMPLATE_MISTRAL_V1
+                                                  : fv->tmpl)));
     if (mix) { /* last, in this order, as llama-quantize (and fc_gguf_quantize) re-set them */
         TRY(fc_gguf_set_u32(w, "general.quantization_version", 2));
         TRY(fc_gguf_set_u32(w, "general.file_type", (uint32_t)mix->ftype));
@@ -440,15 +479,13 @@ static void preset_hparams(const preset *p, const fc_llm_arch_desc *d, const fc_
     hp->head_dim = d->q_is_embd ? p->n_embd / p->n_head : p->head_dim;
     hp->n_rot = hp->head_dim;
     hp->rms_eps = p->eps;
-    for (size_t i = 0; i < sizeof k_family / sizeof k_family[0]; i++) {
-        if (k_family[i].arch != d->arch) continue;
-        hp->rope_theta = k_family[i].theta;
-        hp->rope_theta_swa = k_family[i].theta_swa;
-        hp->n_swa = k_family[i].n_swa;
-        hp->swa_pattern = k_family[i].swa_pattern;
-        hp->attn_softcap = k_family[i].attn_softcap;
-        hp->final_softcap = k_family[i].final_softcap;
-    }
+    const family_values *fv = family_of(d->arch);
+    hp->rope_theta = fv->theta;
+    hp->rope_theta_swa = fv->theta_swa;
+    hp->n_swa = fv->n_swa;
+    hp->swa_pattern = fv->swa_pattern;
+    hp->attn_softcap = fv->attn_softcap;
+    hp->final_softcap = fv->final_softcap;
     const int moe = d->ffn == FC_FFN_MOE || (d->ffn == FC_FFN_DENSE_OR_MOE && opt->moe);
     if (moe) {
         hp->n_expert = p->n_expert;
@@ -505,7 +542,8 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
         return FC_ERR_INVALID_ARG;
     }
     const int64_t n_vocab = opt->n_vocab ? opt->n_vocab : p->n_vocab;
-    if (opt->n_vocab && (opt->n_vocab < MM_QWEN_MIN_VOCAB || opt->n_vocab > INT32_MAX / 2)) {
+    const int qwen_layout = family_of(d->arch)->vocab == VOCAB_QWEN;
+    if (opt->n_vocab && ((qwen_layout && opt->n_vocab < MM_QWEN_MIN_VOCAB) || opt->n_vocab > INT32_MAX / 2)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: n_vocab %lld: Qwen's layout needs at least %d ids", op,
                 (long long)opt->n_vocab, MM_QWEN_MIN_VOCAB);
         return FC_ERR_INVALID_ARG;
