@@ -75,14 +75,13 @@ static const struct {
 };
 #define N_PRES (sizeof k_pres / sizeof k_pres[0])
 
-/* "a, b, c" of every supported pre-tokenizer name, for error messages. */
-static const char *pre_names(void) {
-    static char buf[512];
-    if (!buf[0]) {
-        size_t o = 0;
-        for (size_t i = 0; i < N_PRES && o < sizeof buf; i++)
-            o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s", i ? ", " : "", k_pres[i].name);
-    }
+/* "a, b, c" of every supported pre-tokenizer name into buf, for error
+ * messages (no static buffer: loads may run on several threads). */
+static const char *pre_names(char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_PRES && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", k_pres[i].name);
     return buf;
 }
 
@@ -396,16 +395,17 @@ fc_tokenizer *fc_tokenizer_from_gguf(fc_ctx *ctx, fc_gguf *g) {
                        "SentencePiece)", KEY_MODEL, model);
     if (get_str_key(ctx, g, KEY_PRE, &pre, &pre_len, 0) != FC_OK) return NULL;
     int pre_i = -1;
+    char names[512];
     if (kind == FCTK_MODEL_BPE) { /* llama.cpp reads the pre-tokenizer for BPE only */
         if (!pre)
             return fc_fail(ctx, FC_ERR_UNSUPPORTED,
                            "fc_tokenizer: the GGUF has no %s; the pre-tokenizer decides the tokens, so it is not guessed "
-                           "(supported: %s)", KEY_PRE, pre_names());
+                           "(supported: %s)", KEY_PRE, pre_names(names, sizeof names));
         for (size_t i = 0; i < N_PRES; i++)
             if (strcmp(pre, k_pres[i].name) == 0) pre_i = (int)i;
         if (pre_i < 0)
             return fc_fail(ctx, FC_ERR_UNSUPPORTED, "fc_tokenizer: pre-tokenizer %s = \"%s\" is not supported (supported: %s)",
-                           KEY_PRE, pre, pre_names());
+                           KEY_PRE, pre, pre_names(names, sizeof names));
     }
 
     uint64_t n_tok64, n_merges = 0;

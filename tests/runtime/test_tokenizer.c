@@ -892,17 +892,22 @@ Test(tokenizer, errors_are_clear) {
     write_gguf(&v, fct_path(dir, "nomerges.gguf"), o);
     expect_load_error(fct_path(dir, "nomerges.gguf"), FC_ERR_FORMAT, "tokenizer.ggml.merges", "no");
     o = k_default;
-    o.pre = "llama-bpe";
+    o.pre = "no-such-pre";
     write_gguf(&v, fct_path(dir, "pre.gguf"), o);
-    expect_load_error(fct_path(dir, "pre.gguf"), FC_ERR_UNSUPPORTED, "llama-bpe", "not supported");
+    expect_load_error(fct_path(dir, "pre.gguf"), FC_ERR_UNSUPPORTED, "no-such-pre", "not supported");
     o = k_default;
     o.pre = "";
     write_gguf(&v, fct_path(dir, "nopre.gguf"), o);
     expect_load_error(fct_path(dir, "nopre.gguf"), FC_ERR_UNSUPPORTED, "tokenizer.ggml.pre", "not guessed");
     o = k_default;
+    o.model = "bert";
+    write_gguf(&v, fct_path(dir, "bert.gguf"), o);
+    expect_load_error(fct_path(dir, "bert.gguf"), FC_ERR_UNSUPPORTED, "tokenizer.ggml.model", "\"bert\"");
+    /* "llama" is SentencePiece, which needs scores (test_tokenizer_spm.c has the rest) */
+    o = k_default;
     o.model = "llama";
     write_gguf(&v, fct_path(dir, "spm.gguf"), o);
-    expect_load_error(fct_path(dir, "spm.gguf"), FC_ERR_UNSUPPORTED, "tokenizer.ggml.model", "\"llama\"");
+    expect_load_error(fct_path(dir, "spm.gguf"), FC_ERR_FORMAT, "tokenizer.ggml.scores", NULL);
     o = k_default;
     o.bad_bos = 100000;
     write_gguf(&v, fct_path(dir, "bos.gguf"), o);
