@@ -41,9 +41,11 @@ typedef struct lp_llama {
     struct llama_context *lc;
 } lp_llama;
 
-/* libllama over path, f32 KV cache, flash attention off, one thread, logits
- * for every position; checks that it tokenizes lp_prompt as we do. */
-static inline lp_llama lp_llama_open(const lp_oracle *o, const char *path, const fc_token *tokens, int n) {
+/* libllama over path with a KV cache of ggml type kv (flash attention on
+ * when flash: llama.cpp needs it for a quantized V), one thread, logits for
+ * every position; checks that it tokenizes lp_prompt as we do. */
+static inline lp_llama lp_llama_open_kv(const lp_oracle *o, const char *path, const fc_token *tokens, int n, int kv,
+                                        int flash) {
     lp_llama r;
     struct llama_model_params mp = o->model_defaults();
     r.model = o->load(path, mp);
@@ -58,11 +60,16 @@ static inline lp_llama lp_llama_open(const lp_oracle *o, const char *path, const
     cp.n_outputs_max = 0;         /* = n_batch */
     cp.n_outputs_max_per_seq = 0; /* = n_outputs_max: logits of every position */
     cp.n_threads = cp.n_threads_batch = 1;
-    cp.flash_attn_type = FCO_LLAMA_FLASH_ATTN_DISABLED;
-    cp.type_k = cp.type_v = FCO_GGML_TYPE_F32; /* no f16 rounding of K and V */
+    cp.flash_attn_type = flash ? 1 : FCO_LLAMA_FLASH_ATTN_DISABLED; /* LLAMA_FLASH_ATTN_TYPE_ENABLED = 1 */
+    cp.type_k = cp.type_v = kv;
     r.lc = o->init(r.model, cp);
     cr_assert_not_null(r.lc, "llama_init_from_model failed for %s", path);
     return r;
+}
+
+/* An f32 KV cache (no f16 rounding of K and V), flash attention off. */
+static inline lp_llama lp_llama_open(const lp_oracle *o, const char *path, const fc_token *tokens, int n) {
+    return lp_llama_open_kv(o, path, tokens, n, FCO_GGML_TYPE_F32, 0);
 }
 
 static inline void lp_llama_close(const lp_oracle *o, lp_llama *r) {
@@ -94,10 +101,10 @@ static inline void lp_llama_decode(const lp_oracle *o, lp_llama *r, const fc_tok
 }
 
 /* Logits of tokens[0..n) at every position: one batch of `split`, then one
- * at a time. */
-static inline float *lp_oracle_logits(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
-                                      int split, int64_t nv) {
-    lp_llama r = lp_llama_open(o, path, tokens, n);
+ * at a time; a KV cache of ggml type kv (flash attention as lp_llama_open_kv). */
+static inline float *lp_oracle_logits_kv(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
+                                         int split, int64_t nv, int kv, int flash) {
+    lp_llama r = lp_llama_open_kv(o, path, tokens, n, kv, flash);
     float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
     cr_assert_not_null(out);
     for (int start = 0; start < n;) {
@@ -109,10 +116,19 @@ static inline float *lp_oracle_logits(const lp_oracle *o, const char *path, cons
     return out;
 }
 
-/* Ours, in the same batches (f32 KV cache). */
-static inline float *lp_our_logits(fc_ctx *c, fc_llm_model *m, const fc_token *tokens, int n, int split) {
+static inline float *lp_oracle_logits(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
+                                      int split, int64_t nv) {
+    return lp_oracle_logits_kv(o, path, tokens, n, split, nv, FCO_GGML_TYPE_F32, 0);
+}
+
+/* Ours, in the same batches, over a KV cache of type kv. */
+static inline float *lp_our_logits_kv(fc_ctx *c, fc_llm_model *m, const fc_token *tokens, int n, int split,
+                                      fc_dtype kv) {
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    fc_llm_session *s = fc_llm_session_new(c, m, 64);
+    fc_llm_session_options so = fc_llm_session_default_options();
+    so.n_ctx = 64;
+    so.kv_type = kv;
+    fc_llm_session *s = fc_llm_session_new_ex(c, m, &so);
     cr_assert_not_null(s, "%s", fc_ctx_error(c));
     float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
     cr_assert_not_null(out);
@@ -125,6 +141,11 @@ static inline float *lp_our_logits(fc_ctx *c, fc_llm_model *m, const fc_token *t
     cr_assert_eq(fc_llm_session_pos(s), n);
     fc_llm_session_free(s);
     return out;
+}
+
+/* An f32 KV cache. */
+static inline float *lp_our_logits(fc_ctx *c, fc_llm_model *m, const fc_token *tokens, int n, int split) {
+    return lp_our_logits_kv(c, m, tokens, n, split, FC_F32);
 }
 
 static inline int lp_argmax(const float *x, int64_t n) {

@@ -180,6 +180,33 @@ Test(llm_families, gemma3_q8_0_matches_llama) {
 Test(llm_families, gemma3_q4_K_matches_llama) {
     parity(&(family_case){"gemma3", "small", FC_Q4_K, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA3, 2e-2, 0.999, 0);
 }
+/* The KV cache types over sliding-window layers (a q8_0 cache is decoded
+ * for them: the in-place kernel has no window), against llama.cpp with the
+ * same cache type (flash attention on, as a quantized V needs). Bounds as
+ * test_llm_session.c's for qwen3: f16 3e-3, q8_0 2e-2. */
+static void gemma3_kv(fc_dtype kv, int ggml_kv, double bound) {
+    lp_oracle o = lp_get_oracle();
+    char name[64], path[512];
+    snprintf(name, sizeof name, "gemma3_kv_%s.gguf", fc_dtype_name(kv));
+    make(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0, NULL}, name, path, sizeof path);
+    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    cr_assert_not_null(m, "load: %s", fc_ctx_error(ctx));
+    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    size_t nt;
+    fc_token *toks = prompt(m, &nt);
+    const int n = (int)nt, split = n - 3;
+    float *ref = lp_oracle_logits_kv(&o, path, toks, n, split, nv, ggml_kv, 1);
+    float *ours = lp_our_logits_kv(ctx, m, toks, n, split, kv);
+    lp_stats st = lp_compare(ours, ref, n, nv, bound, 0.0, 0, name);
+    cr_log_info("%s: worst max|diff|/max|logit| = %.3g", name, st.worst_rel);
+    free(ref);
+    free(ours);
+    fc_tokens_free(toks);
+    fc_llm_model_free(m);
+}
+Test(llm_families, gemma3_f16_cache_matches_llama) { gemma3_kv(FC_F16, FCO_GGML_TYPE_F16, 3e-3); }
+Test(llm_families, gemma3_q8_0_cache_matches_llama) { gemma3_kv(FC_Q8_0, FCO_GGML_TYPE_Q8_0, 2e-2); }
+
 Test(llm_families, gemma2_f32_matches_llama) {
     parity(&(family_case){"gemma2", NULL, FC_F32, 0, 0, 0, NULL}, FC_LLM_ARCH_GEMMA2, 1e-5, 0.0, 0);
 }
