@@ -57,7 +57,7 @@ int mm_vocab_build(mm_vocab *v, int64_t n_vocab);
  * tokens <|begin_of_text|> (BOS), <|end_of_text|>, <|start_header_id|>,
  * <|end_header_id|>, <|eot_id|> (EOS), <|eom_id|>, <|python_tag|> and two
  * <|reserved_special_token_N|>; add_bos true, as Llama 3 files have it.
- * About 560 tokens. Returns 0, or -1 when out of memory (v is then empty). */
+ * 430 tokens. Returns 0, or -1 when out of memory (v is then empty). */
 int mm_vocab_build_llama3(mm_vocab *v);
 
 /* A Llama-2-style SentencePiece vocabulary (model "llama"):
@@ -71,7 +71,7 @@ int mm_vocab_build_llama3(mm_vocab *v);
  *   (Mistral), <|system|> <|end|> (Phi-3) as CONTROL, <|user|> <|assistant|>
  *   (Phi-3) as USER_DEFINED, and one UNUSED token.
  * add_bos true, add_eos false, add_space_prefix true (llama.cpp's SPM
- * defaults, written out). About 1000 tokens; deterministic. Returns 0, or
+ * defaults, written out). 990 tokens; deterministic. Returns 0, or
  * -1 when out of memory (v is then empty). */
 int mm_spm_vocab_build(mm_vocab *v);
 
