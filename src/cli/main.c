@@ -14,11 +14,11 @@ typedef struct command {
 static const command commands[] = {
     {"info", fc_cmd_info, "CPU features, ISAs and kernel slots; with MODEL.gguf: its metadata and tensors"},
     {"quantize", fc_cmd_quantize, "IN.gguf OUT.gguf TYPE: re-encode a model to a quantization mix (Q4_K_M, ...)"},
-    {"run", fc_cmd_run, "MODEL.gguf -p TEXT: tokenize, prefill and generate (qwen3)"},
-    {"chat", fc_cmd_chat, "MODEL.gguf: an interactive chat with the model's template (qwen3)"},
+    {"run", fc_cmd_run, "MODEL.gguf -p TEXT: tokenize, prefill and generate (any supported family)"},
+    {"chat", fc_cmd_chat, "MODEL.gguf: an interactive chat with the model's chat template"},
     {"tokenize", fc_cmd_tokenize, "MODEL.gguf -p TEXT: the tokens of a text, as llama-tokenize prints them"},
     {"bench", fc_cmd_bench, "MODEL.gguf: prefill and decode tokens/s (llama-bench's flags)"},
-    {"make-model", fc_cmd_make_model, "OUT.gguf: write a random-weight model (qwen3, llama.cpp's names)"},
+    {"make-model", fc_cmd_make_model, "OUT.gguf: write a random-weight model of any family (llama.cpp's names)"},
     {"demo", fc_cmd_demo, "small end-to-end examples (spirals: train a classifier with each optimizer)"},
 };
 
