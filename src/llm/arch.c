@@ -46,18 +46,19 @@ static const fc_llm_tensor_spec k_globals_llama[] = {
         LX("ffn_gate_exps.weight", gate_exps, gate_e, FC_DIM_FF_EXP, FC_DIM_EMBD),                                 \
         LX("ffn_up_exps.weight", up_exps, up_e, FC_DIM_FF_EXP, FC_DIM_EMBD),                                       \
         LX("ffn_down_exps.weight", down_exps, down_e, FC_DIM_EMBD, FC_DIM_FF_EXP)
+/* the separate Q/K/V projections and the output projection */
+#define ATTN_QKVO                                                                                                  \
+    LM("attn_q.weight", wq, FC_DIM_Q, FC_DIM_EMBD), LM("attn_k.weight", wk, FC_DIM_KV, FC_DIM_EMBD),               \
+        LM("attn_v.weight", wv, FC_DIM_KV, FC_DIM_EMBD), LM("attn_output.weight", wo, FC_DIM_EMBD, FC_DIM_Q)
+#define QK_NORM LV("attn_q_norm.weight", q_norm, FC_DIM_HEAD), LV("attn_k_norm.weight", k_norm, FC_DIM_HEAD)
 #define DENSE_FFN                                                                                                  \
     LD("ffn_gate.weight", gate, FC_DIM_FF, FC_DIM_EMBD), LD("ffn_up.weight", up, FC_DIM_FF, FC_DIM_EMBD),          \
         LD("ffn_down.weight", down, FC_DIM_EMBD, FC_DIM_FF)
 
 static const fc_llm_tensor_spec k_layer_qwen3[] = {
     LV("attn_norm.weight", attn_norm, FC_DIM_EMBD),
-    LM("attn_q.weight", wq, FC_DIM_Q, FC_DIM_EMBD),
-    LM("attn_k.weight", wk, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_v.weight", wv, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_output.weight", wo, FC_DIM_EMBD, FC_DIM_Q),
-    LV("attn_q_norm.weight", q_norm, FC_DIM_HEAD),
-    LV("attn_k_norm.weight", k_norm, FC_DIM_HEAD),
+    ATTN_QKVO,
+    QK_NORM,
     LV("ffn_norm.weight", ffn_norm, FC_DIM_EMBD),
     DENSE_FFN,
     MOE_FFN,
@@ -66,10 +67,7 @@ static const fc_llm_tensor_spec k_layer_qwen3[] = {
 /* llama: biases optional (llama.cpp loads them when present) */
 static const fc_llm_tensor_spec k_layer_llama[] = {
     LV("attn_norm.weight", attn_norm, FC_DIM_EMBD),
-    LM("attn_q.weight", wq, FC_DIM_Q, FC_DIM_EMBD),
-    LM("attn_k.weight", wk, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_v.weight", wv, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_output.weight", wo, FC_DIM_EMBD, FC_DIM_Q),
+    ATTN_QKVO,
     LVO("attn_q.bias", bq, FC_DIM_Q),
     LVO("attn_k.bias", bk, FC_DIM_KV),
     LVO("attn_v.bias", bv, FC_DIM_KV),
@@ -94,12 +92,8 @@ static const fc_llm_tensor_spec k_layer_qwen2[] = {
 
 static const fc_llm_tensor_spec k_layer_gemma3[] = {
     LV("attn_norm.weight", attn_norm, FC_DIM_EMBD),
-    LM("attn_q.weight", wq, FC_DIM_Q, FC_DIM_EMBD),
-    LM("attn_k.weight", wk, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_v.weight", wv, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_output.weight", wo, FC_DIM_EMBD, FC_DIM_Q),
-    LV("attn_q_norm.weight", q_norm, FC_DIM_HEAD),
-    LV("attn_k_norm.weight", k_norm, FC_DIM_HEAD),
+    ATTN_QKVO,
+    QK_NORM,
     LV("post_attention_norm.weight", attn_post_norm, FC_DIM_EMBD),
     LV("ffn_norm.weight", ffn_norm, FC_DIM_EMBD),
     DENSE_FFN,
@@ -108,10 +102,7 @@ static const fc_llm_tensor_spec k_layer_gemma3[] = {
 
 static const fc_llm_tensor_spec k_layer_gemma2[] = {
     LV("attn_norm.weight", attn_norm, FC_DIM_EMBD),
-    LM("attn_q.weight", wq, FC_DIM_Q, FC_DIM_EMBD),
-    LM("attn_k.weight", wk, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_v.weight", wv, FC_DIM_KV, FC_DIM_EMBD),
-    LM("attn_output.weight", wo, FC_DIM_EMBD, FC_DIM_Q),
+    ATTN_QKVO,
     LV("post_attention_norm.weight", attn_post_norm, FC_DIM_EMBD),
     LV("ffn_norm.weight", ffn_norm, FC_DIM_EMBD),
     DENSE_FFN,

@@ -34,6 +34,16 @@ static uint16_t flags_at(const span *s, size_t pos) { return pos < s->n ? fcu_fl
  * letters can lowercase to s t m d r e v l (gen/unicode_tables.py checks it). */
 static uint32_t lower_ascii(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
 
+/* The end of the word at pos when the alternatives before failed and nws
+ * whitespace codepoints start there: \s+(?!\S) leaves the last space to the
+ * word that follows, \s+ takes a run at the end of the text, and a
+ * codepoint nothing matched is a word on its own. */
+static size_t space_run(const span *s, size_t pos, size_t nws) {
+    if (nws > 1 && cpt_at(s, pos + nws) != OUT_OF_RANGE) return pos + nws - 1;
+    if (nws > 0) return pos + nws;
+    return pos + 1;
+}
+
 /* qwen2 and llama3 differ only in how many digits a number word takes:
  * 1 (qwen2) or up to 3 (llama3). */
 static size_t qwen2_like(const uint32_t *cpts, size_t n, size_t *ends, size_t max_digits) {
@@ -103,20 +113,8 @@ static size_t qwen2_like(const uint32_t *cpts, size_t n, size_t *ends, size_t ma
             ends[nw++] = pos;
             continue;
         }
-        /* \s+(?!\S) : leave the last space to the word that follows */
-        if (nws > 1 && cpt_at(&s, pos + nws) != OUT_OF_RANGE) {
-            pos += nws - 1;
-            ends[nw++] = pos;
-            continue;
-        }
-        /* \s+ */
-        if (nws > 0) {
-            pos += nws;
-            ends[nw++] = pos;
-            continue;
-        }
-        /* nothing matched: one codepoint on its own */
-        ends[nw++] = ++pos;
+        pos = space_run(&s, pos, nws);
+        ends[nw++] = pos;
     }
     return nw;
 }
@@ -166,19 +164,8 @@ static size_t gpt2(const uint32_t *cpts, size_t n, size_t *ends) {
 
         size_t nws = 0;
         while (flags_at(&s, pos + nws) & FCU_WHITESPACE) nws++;
-        /* \s+(?!\S) */
-        if (nws > 1 && cpt_at(&s, pos + nws) != OUT_OF_RANGE) {
-            pos += nws - 1;
-            ends[nw++] = pos;
-            continue;
-        }
-        /* \s+ */
-        if (nws > 0) {
-            pos += nws;
-            ends[nw++] = pos;
-            continue;
-        }
-        ends[nw++] = ++pos;
+        pos = space_run(&s, pos, nws);
+        ends[nw++] = pos;
     }
     return nw;
 }

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "fct.h"
+#include "tokenizer_expect.h"
 #include "fct_golden.h"
 #include "fucina/fucina.h"
 #include "fucina/gguf.h"
@@ -871,18 +872,7 @@ Test(tokenizer, merges_by_rank_not_by_order_found) {
     vocab_free(&v);
 }
 
-static void expect_load_error(const char *path, fc_status st, const char *needle1, const char *needle2) {
-    fc_ctx_clear_error(ctx);
-    fc_tokenizer *t = fc_tokenizer_load(ctx, path);
-    cr_expect_null(t, "%s loaded", path);
-    fc_tokenizer_free(t);
-    cr_expect_eq(fc_ctx_status(ctx), st, "status %s, expected %s (%s)", fc_status_name(fc_ctx_status(ctx)),
-                 fc_status_name(st), fc_ctx_error(ctx));
-    cr_expect(strstr(fc_ctx_error(ctx), needle1), "message \"%s\" does not name \"%s\"", fc_ctx_error(ctx), needle1);
-    if (needle2)
-        cr_expect(strstr(fc_ctx_error(ctx), needle2), "message \"%s\" does not say \"%s\"", fc_ctx_error(ctx), needle2);
-    fc_ctx_clear_error(ctx);
-}
+#define expect_load_error(path, st, n1, n2) tk_expect_load_error(ctx, path, st, n1, n2)
 
 Test(tokenizer, errors_are_clear) {
     vocab v = {0};

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "fct.h"
+#include "tokenizer_expect.h"
 #include "fct_golden.h"
 #include "fucina/fucina.h"
 #include "fucina/gguf.h"
@@ -641,18 +642,7 @@ Test(spm, round_trips_and_streams) {
     mm_vocab_free(&v);
 }
 
-static void expect_load_error(const char *path, fc_status st, const char *needle1, const char *needle2) {
-    fc_ctx_clear_error(ctx);
-    fc_tokenizer *t = fc_tokenizer_load(ctx, path);
-    cr_expect_null(t, "%s loaded", path);
-    fc_tokenizer_free(t);
-    cr_expect_eq(fc_ctx_status(ctx), st, "status %s, expected %s (%s)", fc_status_name(fc_ctx_status(ctx)),
-                 fc_status_name(st), fc_ctx_error(ctx));
-    cr_expect(strstr(fc_ctx_error(ctx), needle1), "message \"%s\" does not name \"%s\"", fc_ctx_error(ctx), needle1);
-    if (needle2)
-        cr_expect(strstr(fc_ctx_error(ctx), needle2), "message \"%s\" does not say \"%s\"", fc_ctx_error(ctx), needle2);
-    fc_ctx_clear_error(ctx);
-}
+#define expect_load_error(path, st, n1, n2) tk_expect_load_error(ctx, path, st, n1, n2)
 
 Test(spm, errors_are_clear) {
     mm_vocab v = spm_vocab();
