@@ -78,7 +78,7 @@ size_t fc_llm_forward_floats(const fc_llm_hparams *hp, int64_t n) {
     const int64_t F = ffn_width(hp), R = hp->n_rot / 2;
     /* x h o f | qkv (fused) | q att | k v | gate(x2 when fused) up act | cos sin (x2: sliding layers) | moe */
     const int64_t per_row = 4 * E + (Q + 2 * KV) + 2 * Q + 2 * KV + 4 * F + 4 * R;
-    return (size_t)(n * per_row + moe_floats(hp, n)) + 64; /* + slack for the alignment of each part */
+    return (size_t)(n * per_row + moe_floats(hp, n)) + 64; /* + 64 floats past the last part, a margin */
 }
 
 typedef struct rows {
