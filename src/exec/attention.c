@@ -24,8 +24,11 @@
  * after its P·V (the rows are final, their O_acc still in L1), and a
  * panel's first P·V writes O_acc instead of adding to zeros.
  *
- * Logits: Q is gathered times scale (or scale/softcap), so S = Q·Kᵀ is
- * already scaled; per row one max pass remains, then per MR-row panel one
+ * Logits: Q is gathered times scale, so S = Q·Kᵀ is already scaled; a
+ * softcap then multiplies S by 1/softcap, takes tanh and multiplies by
+ * softcap, three roundings in ggml's order (ggml_scale, ggml_tanh,
+ * ggml_scale: folding 1/softcap into Q instead moved gemma2 logits by up to
+ * 3e-5 of their range from llama.cpp's); per row one max pass remains, then per MR-row panel one
  * fused pass P = exp(x - m) with the row sums, written straight into the
  * packed A panel of the P·V micro-kernel (the generated f32_exp_sub_pack;
  * keys a row cannot see are set to -inf first, rows with nothing visible
@@ -420,7 +423,7 @@ typedef struct attn_ctx {
     const fck_table *kt;
     attn_plan p;
     unsigned char *mem;  /* shared region, then the worker slices */
-    float lscale; /* scale, or scale / softcap */
+    float lscale; /* the scale Q is gathered with */
 } attn_ctx;
 
 typedef struct attn_scratch {
@@ -616,6 +619,7 @@ static float row_max(const attn_ctx *x, float *xr, int64_t base, int64_t pa, int
     float *u = xr + (ra - base); /* logits already scaled: Q was gathered times lscale */
     const size_t n = (size_t)(rb - ra + 1);
     if (a->softcap > 0.0f) {
+        K->f32_scale(n, u, 1.0f / a->softcap, u);
         K->f32_tanh(n, u, u);
         K->f32_scale(n, u, a->softcap, u);
     }
@@ -1090,7 +1094,7 @@ int fc_attention_f32(fc_workers *w, const fc_attn_args *a)
     x.a = a;
     x.kt = fck_kernels();
     make_plan(a, mr, nr, &x.p);
-    x.lscale = a->softcap > 0.0f ? a->scale / a->softcap : a->scale;
+    x.lscale = a->scale;
 
     const int n_workers = fc_workers_count(w);
     const size_t need = x.p.shared + (size_t)n_workers * x.p.per_worker;
