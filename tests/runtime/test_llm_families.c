@@ -86,7 +86,7 @@ static void batch_equals_single(fc_llm_model *m, const fc_token *toks, size_t nt
         for (int q = 0; q < NS; q++) {
             cr_assert_eq(fc_llm_session_eval_ex(ctx, one[q], &t[q], 1, FC_LLM_LOGITS_LAST, l1), FC_OK, "%s",
                          fc_ctx_error(ctx));
-            char w[96];
+            char w[192];
             snprintf(w, sizeof w, "%s batch step %d sequence %d", what, step, q);
             lp_compare(lb + (size_t)q * (size_t)nv, l1, 1, nv, bound, 0.0, 0, w);
         }
