@@ -111,6 +111,15 @@ static void carve(rows *r, float *p, const fc_llm_hparams *hp, int64_t n) {
 
 /* y[rows, w rows] = a[rows, cols] · wᵀ for n weights sharing a, as
  * fc_linear computes it (see the header). 0, or -1 (out of memory). */
+/* One row a[cols] times block weight w into y, as fc_qmatmul's arguments. */
+static fc_qmatmul_args one_row(const float *a, int64_t cols, const fc_tensor *w, float *y) {
+    const fc_dtype dt = fc_tensor_dtype(w);
+    const int64_t nw = fc_tensor_dim(w, 0);
+    return (fc_qmatmul_args){.m = 1, .n = nw, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w),
+                             .wtype = (uint32_t)fc_dtype_ggml_type(dt), .w_row_bytes = fc_dtype_row_bytes(dt, cols),
+                             .c = y, .ldc = nw};
+}
+
 static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc_tensor *const *w, float *const *y,
                    int n) {
     fc_workers *wk = fc_ctx_workers(ctx);
@@ -118,13 +127,7 @@ static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc
     int all_block = n_rows == 1 && n <= 4;
     for (int i = 0; i < n && all_block; i++) all_block = fc_dtype_is_block(fc_tensor_dtype(w[i]));
     if (all_block && n > 1) {
-        for (int i = 0; i < n; i++) {
-            const fc_dtype dt = fc_tensor_dtype(w[i]);
-            const int64_t nw = fc_tensor_dim(w[i], 0);
-            g[i] = (fc_qmatmul_args){.m = 1, .n = nw, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w[i]),
-                                     .wtype = (uint32_t)fc_dtype_ggml_type(dt),
-                                     .w_row_bytes = fc_dtype_row_bytes(dt, cols), .c = y[i], .ldc = nw};
-        }
+        for (int i = 0; i < n; i++) g[i] = one_row(a, cols, w[i], y[i]);
         return fc_qmatmul_multi(wk, g, n);
     }
     for (int i = 0; i < n; i++) {
@@ -132,9 +135,7 @@ static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc
         const int64_t nw = fc_tensor_dim(w[i], 0);
         if (fc_dtype_is_block(dt)) {
             if (n_rows == 1) {
-                const fc_qmatmul_args q1 = {.m = 1, .n = nw, .k = cols, .a = a, .lda = cols, .w = fc_tensor_data(w[i]),
-                                            .wtype = (uint32_t)fc_dtype_ggml_type(dt),
-                                            .w_row_bytes = fc_dtype_row_bytes(dt, cols), .c = y[i], .ldc = nw};
+                const fc_qmatmul_args q1 = one_row(a, cols, w[i], y[i]);
                 if (fc_qmatmul(wk, &q1) != 0) return -1;
             } else if (!fct_block_linear(ctx, a, n_rows, cols, w[i], nw, y[i])) {
                 return -1;

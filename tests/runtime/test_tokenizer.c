@@ -470,19 +470,7 @@ static llama_token *llama_encode(const oracle *o, const struct llama_vocab *lv, 
     return t;
 }
 
-static char *show(const char *s, size_t n) {
-    static char out[4][512];
-    static int r;
-    char *o = out[r++ & 3];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < 480; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7F && c != '\\') o[k++] = (char)c;
-        else k += (size_t)snprintf(o + k, 8, "\\x%02x", c);
-    }
-    o[k] = 0;
-    return o;
-}
+#define show tk_show
 
 static int compare_case(const oracle *o, const struct llama_vocab *lv, const fc_tokenizer *t, const char *s,
                         size_t n, unsigned flags) {

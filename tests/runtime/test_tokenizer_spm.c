@@ -129,19 +129,7 @@ static fc_tokenizer *load_tok(const char *path) {
 
 /* ---- printing ------------------------------------------------------------------ */
 
-static char *show(const char *s, size_t n) {
-    static char out[4][600];
-    static int r;
-    char *o = out[r++ & 3];
-    size_t k = 0;
-    for (size_t i = 0; i < n && k < 560; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c < 0x7F && c != '\\') o[k++] = (char)c;
-        else k += (size_t)snprintf(o + k, 8, "\\x%02x", c);
-    }
-    o[k] = 0;
-    return o;
-}
+#define show tk_show
 
 static char *show_ids(const int32_t *t, size_t n) {
     static char out[2][600];
