@@ -11,5 +11,6 @@ int fc_cmd_run(int argc, char **argv);
 int fc_cmd_chat(int argc, char **argv);
 int fc_cmd_bench(int argc, char **argv);
 int fc_cmd_tokenize(int argc, char **argv);
+int fc_cmd_serve(int argc, char **argv);
 
 #endif

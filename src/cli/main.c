@@ -16,6 +16,7 @@ static const command commands[] = {
     {"quantize", fc_cmd_quantize, "IN.gguf OUT.gguf TYPE: re-encode a model to a quantization mix (Q4_K_M, ...)"},
     {"run", fc_cmd_run, "MODEL.gguf -p TEXT: tokenize, prefill and generate (any supported family)"},
     {"chat", fc_cmd_chat, "MODEL.gguf: an interactive chat with the model's chat template"},
+    {"serve", fc_cmd_serve, "MODEL.gguf: an OpenAI-compatible HTTP server with a chat page (llama-server's flags)"},
     {"tokenize", fc_cmd_tokenize, "MODEL.gguf -p TEXT: the tokens of a text, as llama-tokenize prints them"},
     {"bench", fc_cmd_bench, "MODEL.gguf: prefill and decode tokens/s (llama-bench's flags)"},
     {"make-model", fc_cmd_make_model, "OUT.gguf: write a random-weight model of any family (llama.cpp's names)"},
