@@ -19,6 +19,11 @@
  *    With ignore_merges (the llama3 pre-tokenizers) a word that is itself
  *    a token is that token, whatever the merges would have made of it.
  *
+ * With plain spans (fctk_tokenize_spans: the chat's message contents), a
+ * control or unknown token is matched only where none of its bytes lies in
+ * a span; everything else is the same, so a text whose spans hold no such
+ * string gets exactly the tokens fc_tokenize gives it.
+ *
  * SentencePiece vocabularies take the same special-token partition, then
  * each text fragment goes to fctk_spm_encode with a leading space when it
  * is the first fragment or follows a special token (llama.cpp's
@@ -97,14 +102,36 @@ static size_t find_bytes(const char *s, size_t n, const char *pat, size_t m) {
     return (size_t)-1;
 }
 
-static int partition(const fc_tokenizer *t, const char *text, size_t len, int parse_special, fragvec *out) {
+/* Whether [at, at + m) shares a byte with one of the spans (sorted, disjoint). */
+static int in_spans(const fctk_span *sp, size_t n_sp, size_t at, size_t m) {
+    /* the first span ending after `at` is the only one that can start before at + m */
+    size_t lo = 0, hi = n_sp;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (sp[mid].off + sp[mid].len <= at)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n_sp && sp[lo].off < at + m;
+}
+
+/* Cut text at the special tokens' strings. A control or unknown token is
+ * matched only with parse_special, and then not where any of its bytes lies
+ * in a plain span: such an occurrence stays text, and the search for that
+ * token goes on from its next byte (a later occurrence in the same piece may
+ * still be markup). User-defined tokens are matched everywhere, as
+ * llama.cpp does without parse_special. */
+static int partition(const fc_tokenizer *t, const char *text, size_t len, int parse_special, const fctk_span *plain,
+                     size_t n_plain, fragvec *out) {
     fragvec a = {0}, b = {0};
     if (frag_push(&a, 0, len, FC_TOKEN_NONE)) return -1;
     for (int32_t k = 0; k < t->n_specials; k++) {
         fc_token id = t->specials[k];
         fc_token_type ty = (fc_token_type)t->type[id];
+        const int guarded = ty == FC_TOKEN_TYPE_CONTROL || ty == FC_TOKEN_TYPE_UNKNOWN;
         /* user-defined tokens are always matched; control/unknown only on request */
-        if (!parse_special && (ty == FC_TOKEN_TYPE_CONTROL || ty == FC_TOKEN_TYPE_UNKNOWN)) continue;
+        if (!parse_special && guarded) continue;
         const char *pat = t->text + t->text_off[id];
         size_t m = t->text_len[id];
         b.n = 0;
@@ -114,17 +141,24 @@ static int partition(const fc_tokenizer *t, const char *text, size_t len, int pa
                 if (frag_push(&b, f.off, f.len, f.tok)) goto fail;
                 continue;
             }
-            size_t off = f.off, rem = f.len;
+            /* [off, off + rem): the text not yet pushed; search from `from` in it */
+            size_t off = f.off, rem = f.len, from = 0;
             for (;;) {
-                size_t at = find_bytes(text + off, rem, pat, m);
+                size_t at = find_bytes(text + off + from, rem - from, pat, m);
                 if (at == (size_t)-1) {
                     if (rem && frag_push(&b, off, rem, FC_TOKEN_NONE)) goto fail;
                     break;
+                }
+                at += from;
+                if (guarded && n_plain && in_spans(plain, n_plain, off + at, m)) {
+                    from = at + 1;
+                    continue;
                 }
                 if (at && frag_push(&b, off, at, FC_TOKEN_NONE)) goto fail;
                 if (frag_push(&b, off + at, m, id)) goto fail;
                 off += at + m;
                 rem -= at + m;
+                from = 0;
             }
         }
         fragvec tmp = a;
@@ -267,15 +301,33 @@ void fc_tokens_free(fc_token *tokens) { free(tokens); }
 
 fc_status fc_tokenize(fc_ctx *ctx, const fc_tokenizer *t, const char *text, size_t len, unsigned flags,
                       fc_token **tokens, size_t *n) {
+    return fctk_tokenize_spans(ctx, "fc_tokenize", t, text, len, flags, NULL, 0, tokens, n);
+}
+
+fc_status fctk_tokenize_spans(fc_ctx *ctx, const char *who, const fc_tokenizer *t, const char *text, size_t len,
+                              unsigned flags, const fctk_span *plain, size_t n_plain, fc_token **tokens, size_t *n) {
     if (!ctx) return FC_ERR_INVALID_ARG;
-    if (!t || !tokens || !n || (!text && len)) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_tokenize: %s is NULL",
-                !t ? "the tokenizer" : !tokens ? "tokens" : !n ? "n" : "text (with len > 0)");
+    if (!t || !tokens || !n || (!text && len) || (n_plain && !plain)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: %s is NULL", who,
+                !t                  ? "the tokenizer"
+                : !tokens           ? "tokens"
+                : !n                ? "n"
+                : n_plain && !plain ? "the plain spans (with n_plain > 0)"
+                                    : "text (with len > 0)");
         return FC_ERR_INVALID_ARG;
     }
     if (flags & ~(FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL)) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_tokenize: unknown flags 0x%x", flags);
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: unknown flags 0x%x", who, flags);
         return FC_ERR_INVALID_ARG;
+    }
+    /* in_spans' binary search needs them sorted and disjoint */
+    for (size_t i = 0; i < n_plain; i++) {
+        const int outside = plain[i].off > len || plain[i].len > len - plain[i].off;
+        if (outside || (i && plain[i].off < plain[i - 1].off + plain[i - 1].len)) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: plain span %zu [%zu, +%zu) is %s (text of %zu bytes)", who, i,
+                    plain[i].off, plain[i].len, outside ? "outside the text" : "not after the previous one", len);
+            return FC_ERR_INVALID_ARG;
+        }
     }
     *tokens = NULL;
     *n = 0;
@@ -285,7 +337,7 @@ fc_status fc_tokenize(fc_ctx *ctx, const fc_tokenizer *t, const char *text, size
     int add = (flags & FC_TOKENIZE_ADD_SPECIAL) != 0;
     int err = 0, bad_byte = -1;
     if (add && t->add_bos) err |= tok_push(&out, t->bos);
-    if (!err && len) err |= partition(t, text, len, (flags & FC_TOKENIZE_PARSE_SPECIAL) != 0, &frags);
+    if (!err && len) err |= partition(t, text, len, (flags & FC_TOKENIZE_PARSE_SPECIAL) != 0, plain, n_plain, &frags);
     int prev_special = 1; /* the first fragment counts as following a special token */
     for (size_t i = 0; !err && i < frags.n; i++) {
         if (frags.v[i].tok != FC_TOKEN_NONE) {
@@ -315,11 +367,11 @@ fc_status fc_tokenize(fc_ctx *ctx, const fc_tokenizer *t, const char *text, size
         if (bad_byte >= 0) {
             /* llama.cpp throws here (std::out_of_range from its byte lookup) */
             fc_fail(ctx, FC_ERR_UNSUPPORTED,
-                    "fc_tokenize: byte 0x%02X of the text has no token: the vocabulary has neither <0x%02X> nor a "
-                    "one-byte token for it", bad_byte, bad_byte);
+                    "%s: byte 0x%02X of the text has no token: the vocabulary has neither <0x%02X> nor a "
+                    "one-byte token for it", who, bad_byte, bad_byte);
             return FC_ERR_UNSUPPORTED;
         }
-        fc_fail(ctx, FC_ERR_OOM, "fc_tokenize: out of memory (text of %zu bytes)", len);
+        fc_fail(ctx, FC_ERR_OOM, "%s: out of memory (text of %zu bytes)", who, len);
         return FC_ERR_OOM;
     }
     if (out.n == 0) {

@@ -96,4 +96,19 @@ int fctk_tok_push(fctk_tokvec *o, fc_token id);
 int fctk_spm_encode(const fc_tokenizer *t, const char *text, size_t len, int prefix_space, fctk_tokvec *out,
                     int *bad_byte);
 
+/* A byte range [off, off + len) of a text. */
+typedef struct fctk_span {
+    size_t off, len;
+} fctk_span;
+
+/* fc_tokenize (which is this with no spans and who = "fc_tokenize"), except
+ * that with FC_TOKENIZE_PARSE_SPECIAL the string of a control or unknown
+ * token is not matched where any of its bytes lies in one of
+ * plain[0..n_plain) (sorted by off, disjoint): there the text is read as
+ * without the flag (user-defined tokens still match, as they always do).
+ * The text pieces between the matched tokens are tokenized whole, spans or
+ * not, as fc_tokenize does. `who` names the caller in error messages. */
+fc_status fctk_tokenize_spans(fc_ctx *ctx, const char *who, const fc_tokenizer *t, const char *text, size_t len,
+                              unsigned flags, const fctk_span *plain, size_t n_plain, fc_token **tokens, size_t *n);
+
 #endif
