@@ -49,15 +49,15 @@
  *
  * Conversations. An fc_chat holds the messages and drives a session: each
  * fc_chat_generate renders the whole conversation with the generation
- * prompt, tokenizes it, keeps the longest token prefix the session already
- * holds (fc_llm_session_truncate to it) and evaluates only the rest, then
- * samples until an end-of-generation token (EOS and the family's end of turn:
- * chatml/qwen3 <|im_end|> <|endoftext|>, llama3 <|eot_id|> <|eom_id|>
- * <|end_of_text|>, gemma <end_of_turn>, phi3 <|end|> <|endoftext|>, mistral and
- * llama2 </s>), a stop string, max_tokens or a full context. Text streams
- * through a callback in whole UTF-8 characters; text that may still be the
- * start of a stop string is held back until it is known not to be, so no
- * part of a stop string is ever emitted. The reply (without the stop
+ * prompt, tokenizes it (fc_chat_tokenize: control-token strings in message
+ * contents stay text unless FC_CHAT_SPECIAL_IN_CONTENT is given), keeps the
+ * longest token prefix the session already holds (fc_llm_session_truncate
+ * to it) and evaluates only the rest, then samples until an
+ * end-of-generation token (fc_chat_template_eog_tokens: EOS and the
+ * family's end of turn), a stop string, max_tokens or a full context. Text
+ * streams through a callback in whole UTF-8 characters; text that may still
+ * be the start of a stop string is held back until it is known not to be,
+ * so no part of a stop string is ever emitted. The reply (without the stop
  * string) is appended to the conversation as an assistant message.
  *
  * Single-threaded: one chat per session, and nothing else may evaluate on
@@ -74,6 +74,7 @@
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
 #include "fucina/status.h"
+#include "fucina/tokenizer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +150,9 @@ FC_API fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_te
 
 #define FC_CHAT_ADD_GENERATION_PROMPT 1u /* end with the assistant's header */
 #define FC_CHAT_NO_THINK 2u              /* qwen3: enable_thinking=false (no effect on other families) */
+/* fc_chat_tokenize / fc_chat: read special-token strings inside message
+ * contents as those tokens, as llama.cpp does (no effect on rendering) */
+#define FC_CHAT_SPECIAL_IN_CONTENT 4u
 
 /* Render msgs[0..n) into a new NUL-terminated string (free() it); *len
  * (may be NULL) receives its length. Families without a generation prompt
@@ -157,12 +161,49 @@ FC_API fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_te
 FC_API fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
                                 unsigned flags, char **out, size_t *len);
 
+/* The tokens of fc_chat_render(t, msgs, n, flags) for the model of tok, into
+ * a new array (free it with fc_tokens_free; *out is NULL when *n_out is 0),
+ * with BOS / EOS added as the vocabulary asks (FC_TOKENIZE_ADD_SPECIAL).
+ * Message contents are text: the strings of control tokens (<|im_end|>,
+ * <|eot_id|>, <end_of_turn>, </s>, ...) are recognised only in the
+ * template's own markup, so what a user types, or a reply re-rendered next
+ * turn, can never open or close a turn. A token string with any byte from
+ * a content stays text there; user-defined tokens (Qwen's <think>,
+ * <tool_call>) are matched everywhere, as fc_tokenize always matches them.
+ * The text between the matched control tokens, markup and content together,
+ * is tokenized as one piece, as llama.cpp splits at special tokens, so a
+ * conversation whose contents hold no control-token string gets exactly
+ * llama.cpp's llama_tokenize(render, add_special, parse_special) tokens.
+ * flags: FC_CHAT_ADD_GENERATION_PROMPT, FC_CHAT_NO_THINK (as fc_chat_render)
+ * and FC_CHAT_SPECIAL_IN_CONTENT (contents parsed for control tokens too:
+ * llama.cpp's behaviour, the whole rendering tokenized with parse_special).
+ * FC_ERR_INVALID_ARG naming the argument: NULL tok / out / n_out, NULL msgs
+ * with n > 0, unknown flags, a template or role out of range, a NULL
+ * content; a byte the vocabulary cannot encode is FC_ERR_UNSUPPORTED. */
+FC_API fc_status fc_chat_tokenize(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, const fc_chat_message *msgs,
+                                  size_t n, unsigned flags, fc_token **out, size_t *n_out);
+
+/* The most tokens fc_chat_template_eog_tokens gives (EOS and up to 3
+ * end-of-turn tokens). */
+#define FC_CHAT_MAX_EOG_TOKENS 4
+/* The tokens that end an assistant turn of family t in the vocabulary of
+ * tok (what fc_chat stops at): the EOS, then the family's end-of-turn
+ * tokens the vocabulary has (chatml/qwen3 <|im_end|> <|endoftext|>, llama3
+ * <|eot_id|> <|eom_id|> <|end_of_text|>, gemma <end_of_turn>, phi3 <|end|>
+ * <|endoftext|>, mistral and llama2 </s>), each once; those it lacks are
+ * left out, so *n may be 0 (a vocabulary with no EOS and none of them).
+ * out[0..*n) receives them. FC_ERR_INVALID_ARG naming the argument: NULL
+ * tok / out / n, a template out of range, or cap smaller than the count
+ * (*n is then the count; FC_CHAT_MAX_EOG_TOKENS is always enough). */
+FC_API fc_status fc_chat_template_eog_tokens(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, fc_token *out,
+                                             size_t cap, size_t *n);
+
 /* ---- conversations ---- */
 typedef struct fc_chat fc_chat;
 
 typedef struct fc_chat_options {
     fc_chat_template tmpl;      /* the family to render with */
-    unsigned flags;             /* FC_CHAT_NO_THINK */
+    unsigned flags;             /* FC_CHAT_NO_THINK, FC_CHAT_SPECIAL_IN_CONTENT */
     fc_sampler_params sampling; /* the sampler's parameters (fc_sampler_default_params) */
     int32_t max_tokens;         /* tokens per reply; <= 0: until the context is full */
     const char *const *stop;    /* stop strings (copied); NULL when n_stop = 0; empty strings are ignored */

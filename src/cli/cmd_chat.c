@@ -21,13 +21,16 @@ static void help(FILE *f) {
             "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--chat-template NAME] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
-            "                   [--mmap | --no-mmap] [--verbose]\n\n"
+            "                   [--special-in-content] [--mmap | --no-mmap] [--verbose]\n\n"
             "Chats with the model through its chat template (tokenizer.chat_template, whose family\n"
             "is detected as llama.cpp does and rendered as llama.cpp renders it; a model without\n"
             "one gets chatml, with a warning). Reads one user message per line of standard input\n"
             "(a terminal or a pipe) and prints the reply as it is generated; a reply ends at the\n"
             "family's end-of-turn token (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, </s>).\n"
-            "Each turn evaluates only what the KV cache does not already hold. Commands:\n"
+            "Each turn evaluates only what the KV cache does not already hold. What you type (and\n"
+            "what the model replied) is text: control-token strings in it such as <|im_end|> stay\n"
+            "text, so a message cannot open or close a turn; only the template's markup is tokens.\n"
+            "Commands:\n"
             "  /reset   forget the conversation (the system prompt stays)\n"
             "  /exit    quit (as does the end of the input)\n"
             "Ctrl-C during a reply ends the reply.\n\n"
@@ -37,6 +40,8 @@ static void help(FILE *f) {
             "                       (--template is the same); NAME is one of:\n"
             "                       %s\n"
             "  --stop STR           end a reply before STR (repeatable; never printed)\n"
+            "  --special-in-content read control-token strings in messages as those tokens, as\n"
+            "                       llama.cpp does (a typed <|im_end|> then really ends the turn)\n"
             "  --verbose            per turn, print token counts and speed to stderr\n"
             "%s"
             "  (-n defaults to 512 tokens per reply, --ctx to min(4096, the model's))\n"
@@ -91,7 +96,7 @@ static int template_by_name(const char *name, fc_chat_template *out) {
 
 int fc_cmd_chat(int argc, char **argv) {
     const char *path = NULL, *system = NULL, *tmpl_name = NULL;
-    int no_think = 0, verbose = 0;
+    int no_think = 0, verbose = 0, special_in_content = 0;
     fc_cli_gen_args g = fc_cli_gen_args_default(512);
     const char **stop = calloc((size_t)argc, sizeof *stop);
     size_t n_stop = 0;
@@ -111,6 +116,8 @@ int fc_cmd_chat(int argc, char **argv) {
             if (r < 0) goto usage;
         } else if (!strcmp(a, "--no-think")) {
             no_think = 1;
+        } else if (!strcmp(a, "--special-in-content")) {
+            special_in_content = 1;
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             verbose = 1;
         } else if ((!strcmp(a, "--system") || !strcmp(a, "--template") || !strcmp(a, "--chat-template") ||
@@ -172,7 +179,7 @@ int fc_cmd_chat(int argc, char **argv) {
     if (!s) goto fail;
     fc_chat_options o = fc_chat_default_options();
     o.tmpl = tmpl;
-    o.flags = no_think ? FC_CHAT_NO_THINK : 0;
+    o.flags = (no_think ? FC_CHAT_NO_THINK : 0u) | (special_in_content ? FC_CHAT_SPECIAL_IN_CONTENT : 0u);
     o.sampling = g.sp;
     o.max_tokens = (int32_t)g.n_gen;
     o.stop = stop;

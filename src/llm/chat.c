@@ -1,9 +1,10 @@
 /* Fucina llm: multi-turn conversations (include/fucina/chat.h).
  *
  * KV reuse is by tokens, as llama.cpp's server does it: the whole
- * conversation is rendered and tokenized each turn (cheap next to the
- * forward) and compared with the tokens the session holds; the session is
- * truncated to the longest common prefix and only the rest is evaluated.
+ * conversation is rendered and tokenized each turn (fc_chat_tokenize; cheap
+ * next to the forward) and compared with the tokens the session holds; the
+ * session is truncated to the longest common prefix and only the rest is
+ * evaluated.
  * Comparing tokens rather than text matters twice: sampled tokens need not
  * be the canonical BPE of their text, and Qwen3's template re-renders
  * earlier assistant turns without their <think> part; both simply shorten
@@ -31,11 +32,9 @@ struct fc_chat {
     fc_token *cache; /* what the session holds: positions 0..n_cache-1 */
     size_t n_cache, cap_cache;
     float *logits; /* n_vocab */
-    fc_token eog[1 + FC_CHAT_MAX_EOG_TEXTS]; /* EOS and the family's end-of-turn tokens */
-    int n_eog;
+    fc_token eog[FC_CHAT_MAX_EOG_TOKENS]; /* EOS and the family's end-of-turn tokens */
+    size_t n_eog;
 };
-
-static int is_eog(const fc_chat *c, fc_token t);
 
 fc_chat_options fc_chat_default_options(void) {
     return (fc_chat_options){.tmpl = FC_CHAT_TEMPLATE_CHATML, .sampling = fc_sampler_default_params()};
@@ -72,6 +71,10 @@ fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, cons
     const fc_chat_options o = opt ? *opt : fc_chat_default_options();
     if (!fc_chat_template_name(o.tmpl))
         return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_new: template %d out of range", (int)o.tmpl);
+    if (o.flags & ~(FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK | FC_CHAT_SPECIAL_IN_CONTENT))
+        return fc_fail(ctx, FC_ERR_INVALID_ARG,
+                       "fc_chat_new: unknown flags 0x%x (known: FC_CHAT_NO_THINK, FC_CHAT_SPECIAL_IN_CONTENT)",
+                       o.flags & ~(FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK | FC_CHAT_SPECIAL_IN_CONTENT));
     if (o.n_stop && !o.stop)
         return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_new: n_stop %zu with NULL stop", o.n_stop);
     for (size_t i = 0; i < o.n_stop; i++)
@@ -99,16 +102,10 @@ fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, cons
         fc_chat_free(c);
         return NULL;
     }
-    /* end of generation: EOS and the family's end-of-turn tokens the
-     * vocabulary has (a family's model stops at its own turn marker, which
-     * is often not the EOS: <|eot_id|>, <end_of_turn>, <|end|>) */
-    size_t n_txt;
-    const char *const *txt = fc_chat_eog_texts(o.tmpl, &n_txt);
-    fc_token cand[1 + FC_CHAT_MAX_EOG_TEXTS];
-    cand[0] = fc_tokenizer_eos(tk);
-    for (size_t i = 0; i < n_txt; i++) cand[1 + i] = fc_tokenizer_find(tk, txt[i], strlen(txt[i]));
-    for (size_t i = 0; i < 1 + n_txt; i++)
-        if (cand[i] != FC_TOKEN_NONE && !is_eog(c, cand[i])) c->eog[c->n_eog++] = cand[i];
+    if (fc_chat_template_eog_tokens(ctx, tk, o.tmpl, c->eog, FC_CHAT_MAX_EOG_TOKENS, &c->n_eog) != FC_OK) {
+        fc_chat_free(c);
+        return NULL;
+    }
     fc_llm_session_reset(s);
     return c;
 oom:
@@ -151,11 +148,6 @@ const fc_token *fc_chat_tokens(const fc_chat *c, size_t *n) {
     return c ? c->cache : NULL;
 }
 
-const fc_token *fc_chat_eog_tokens(const fc_chat *c, size_t *n) {
-    *n = c ? (size_t)c->n_eog : 0;
-    return c ? c->eog : NULL;
-}
-
 void fc_chat_clear(fc_chat *c) {
     if (!c) return;
     free_msgs(c);
@@ -165,7 +157,7 @@ void fc_chat_clear(fc_chat *c) {
 }
 
 static int is_eog(const fc_chat *c, fc_token t) {
-    for (int i = 0; i < c->n_eog; i++)
+    for (size_t i = 0; i < c->n_eog; i++)
         if (c->eog[i] == t) return 1;
     return 0;
 }
@@ -187,17 +179,13 @@ const float *fc_chat_prefill(fc_ctx *ctx, fc_chat *c, fc_chat_stats *stats) {
     if (!ctx) return NULL;
     if (!c) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_prefill: NULL chat");
     if (stats) *stats = (fc_chat_stats){0};
-    char *text = NULL;
-    size_t len = 0;
     fc_token *toks = NULL;
     size_t nt = 0;
     const float *ret = NULL;
-    if (fc_chat_render(ctx, c->tmpl, c->msgs, c->n_msgs, c->flags | FC_CHAT_ADD_GENERATION_PROMPT, &text, &len) !=
-        FC_OK)
-        goto done;
-    /* control-token strings of the template become their tokens (llama.cpp's chat does the same) */
-    if (fc_tokenize(ctx, fc_llm_model_tokenizer(c->m), text, len, FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL,
-                    &toks, &nt) != FC_OK)
+    /* the template's markup becomes its control tokens; the contents are text
+     * (unless FC_CHAT_SPECIAL_IN_CONTENT: llama.cpp parses them too) */
+    if (fc_chat_tokenize(ctx, fc_llm_model_tokenizer(c->m), c->tmpl, c->msgs, c->n_msgs,
+                         c->flags | FC_CHAT_ADD_GENERATION_PROMPT, &toks, &nt) != FC_OK)
         goto done;
     if (nt == 0) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_prefill: the rendered conversation has no tokens");
@@ -237,7 +225,6 @@ const float *fc_chat_prefill(fc_ctx *ctx, fc_chat *c, fc_chat_stats *stats) {
     }
     ret = c->logits;
 done:
-    free(text);
     fc_tokens_free(toks);
     return ret;
 }

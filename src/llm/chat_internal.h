@@ -1,26 +1,42 @@
 /* Fucina llm: chat internals shared by the renderer, the conversation and
- * the tests: a growable byte buffer, the family table's per-family parts
- * (reference texts, renderers, end-of-turn tokens). */
+ * the tests: a growable byte buffer that records which of its bytes came
+ * from message content, the family table's per-family parts (reference
+ * texts, renderers, end-of-turn texts). */
 #ifndef FC_LLM_CHAT_INTERNAL_H
 #define FC_LLM_CHAT_INTERNAL_H
 
 #include <stddef.h>
 
 #include "fucina/chat.h"
+#include "llm/tokenizer_internal.h"
 
 /* The number of fc_chat_template values (they run 0..FC_CHAT_N_TEMPLATES-1). */
 #define FC_CHAT_N_TEMPLATES 13
 
-/* ---- a growable byte buffer, always NUL-terminated when p != NULL ---- */
+/* ---- a growable byte buffer, always NUL-terminated when p != NULL ----
+ * Renderers write the template's markup with fc_chat_buf_put(s) and every
+ * byte taken from a message's content (trimmed or cut as the family does)
+ * with fc_chat_buf_put_content, which also records where it went: spans
+ * (sorted, disjoint, adjacent ones merged) are the bytes of p that are
+ * content, the ones fc_chat_tokenize reads as text only. */
 typedef struct fc_chat_buf {
     char *p;
     size_t n, cap;
+    fctk_span *spans;
+    size_t n_spans, cap_spans;
 } fc_chat_buf;
 
 /* 0 on success, -1 on OOM (the buffer is unchanged). */
 int fc_chat_buf_put(fc_chat_buf *b, const char *s, size_t n);
 int fc_chat_buf_puts(fc_chat_buf *b, const char *s);
+int fc_chat_buf_put_content(fc_chat_buf *b, const char *s, size_t n);
 void fc_chat_buf_free(fc_chat_buf *b);
+
+/* fc_chat_render into b (empty on entry; freed by the caller on any
+ * outcome), with the content spans; `who` names the public caller in error
+ * messages. */
+fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs, size_t n,
+                             unsigned flags, fc_chat_buf *b);
 
 /* The reference Jinja text of Qwen3's template (src/llm/chat_qwen3_text.c). */
 extern const char fc_chat_qwen3_jinja[];
@@ -35,11 +51,9 @@ int fc_chat_render_builtin(fc_chat_buf *b, fc_chat_template t, const fc_chat_mes
 
 /* The texts of a family's end-of-generation tokens besides the vocabulary's
  * EOS (src/llm/chat_stop.c); *n receives the count (at most
- * FC_CHAT_MAX_EOG_TEXTS). Tokens a vocabulary lacks are simply not used. */
+ * FC_CHAT_MAX_EOG_TEXTS = FC_CHAT_MAX_EOG_TOKENS - 1). Tokens a vocabulary
+ * lacks are simply not used (fc_chat_template_eog_tokens). */
 #define FC_CHAT_MAX_EOG_TEXTS 3
 const char *const *fc_chat_eog_texts(fc_chat_template t, size_t *n);
-
-/* The end-of-generation tokens a chat stops at (src/llm/chat.c). */
-const fc_token *fc_chat_eog_tokens(const fc_chat *c, size_t *n);
 
 #endif

@@ -34,8 +34,11 @@ static view trim(const char *s) {
     return v;
 }
 
+/* PUT writes markup; PUTC / PUTCV write (a view of) a message's content,
+ * which fc_chat_tokenize reads as text only */
 #define PUT(s) ok = ok && !fc_chat_buf_puts(b, (s))
-#define PUTV(v) ok = ok && !fc_chat_buf_put(b, (v).p, (v).n)
+#define PUTC(s) ok = ok && !fc_chat_buf_put_content(b, (s), strlen(s))
+#define PUTCV(v) ok = ok && !fc_chat_buf_put_content(b, (v).p, (v).n)
 
 static int render_llama3(fc_chat_buf *b, const fc_chat_message *m, size_t n, int add_ass) {
     int ok = 1;
@@ -43,7 +46,7 @@ static int render_llama3(fc_chat_buf *b, const fc_chat_message *m, size_t n, int
         PUT("<|start_header_id|>");
         PUT(fc_chat_role_name(m[i].role));
         PUT("<|end_header_id|>\n\n");
-        PUTV(trim(m[i].content));
+        PUTCV(trim(m[i].content));
         PUT("<|eot_id|>");
     }
     /* no <|begin_of_text|>: the tokenizer adds BOS (add_bos_token) */
@@ -59,18 +62,18 @@ static int render_mistral_v7(fc_chat_buf *b, const fc_chat_message *m, size_t n)
         switch (m[i].role) {
         case FC_CHAT_SYSTEM:
             PUT("[SYSTEM_PROMPT] ");
-            PUT(m[i].content);
+            PUTC(m[i].content);
             PUT("[/SYSTEM_PROMPT]");
             break;
         case FC_CHAT_USER:
             PUT("[INST] ");
-            PUT(m[i].content);
+            PUTC(m[i].content);
             PUT("[/INST]");
             break;
         case FC_CHAT_ASSISTANT:
         case FC_CHAT_TOOL:
             PUT(" ");
-            PUT(m[i].content);
+            PUTC(m[i].content);
             PUT("</s>");
             break;
         }
@@ -94,11 +97,11 @@ static int render_mistral(fc_chat_buf *b, fc_chat_template t, const fc_chat_mess
         }
         switch (m[i].role) {
         case FC_CHAT_SYSTEM:
-            PUT(m[i].content);
+            PUTC(m[i].content);
             PUT("\n\n");
             break;
         case FC_CHAT_USER:
-            PUT(m[i].content);
+            PUTC(m[i].content);
             PUT(lead);
             PUT("[/INST]");
             break;
@@ -106,9 +109,9 @@ static int render_mistral(fc_chat_buf *b, fc_chat_template t, const fc_chat_mess
         case FC_CHAT_TOOL:
             PUT(trail);
             if (trim_reply)
-                PUTV(trim(m[i].content));
+                PUTCV(trim(m[i].content));
             else
-                PUT(m[i].content);
+                PUTC(m[i].content);
             PUT("</s>");
             open = 0;
             break;
@@ -136,21 +139,21 @@ static int render_llama2(fc_chat_buf *b, fc_chat_template t, const fc_chat_messa
         case FC_CHAT_SYSTEM:
             if (sys_block) {
                 PUT("<<SYS>>\n");
-                PUTV(c);
+                PUTCV(c);
                 PUT("\n<</SYS>>\n\n");
             } else {
                 /* no system block in plain llama2: the text joins the first turn */
-                PUTV(c);
+                PUTCV(c);
                 PUT("\n");
             }
             break;
         case FC_CHAT_USER:
-            PUTV(c);
+            PUTCV(c);
             PUT(" [/INST]");
             break;
         case FC_CHAT_ASSISTANT:
         case FC_CHAT_TOOL:
-            PUTV(c);
+            PUTCV(c);
             PUT("</s>");
             open = 0;
             break;
@@ -181,13 +184,13 @@ static int render_gemma(fc_chat_buf *b, const fc_chat_message *m, size_t n, int 
         if (pending && !model) {
             if (sys_n) {
                 for (size_t j = sys_from; j < i; j++)
-                    if (m[j].role == FC_CHAT_SYSTEM) PUTV(trim(m[j].content));
+                    if (m[j].role == FC_CHAT_SYSTEM) PUTCV(trim(m[j].content));
                 PUT("\n\n");
             }
             pending = 0;
             sys_n = 0;
         }
-        PUTV(trim(m[i].content));
+        PUTCV(trim(m[i].content));
         PUT("<end_of_turn>\n");
     }
     if (add_ass) PUT("<start_of_turn>model\n");
@@ -200,7 +203,7 @@ static int render_phi3(fc_chat_buf *b, const fc_chat_message *m, size_t n, int a
         PUT("<|");
         PUT(fc_chat_role_name(m[i].role));
         PUT("|>\n");
-        PUT(m[i].content);
+        PUTC(m[i].content);
         PUT("<|end|>\n");
     }
     if (add_ass) PUT("<|assistant|>\n");

@@ -1,9 +1,12 @@
 /* Fucina llm: how a reply ends. The end-of-turn tokens of each template
- * family, and stop strings: generated text is held back while some suffix
- * of it may still grow into a stop string, so a caller streaming the
- * emitted part never shows any piece of one (src/llm/chat_internal.h). */
+ * family (fc_chat_template_eog_tokens: the one list fc_chat and other
+ * generators, such as the server, stop at), and stop strings: generated
+ * text is held back while some suffix of it may still grow into a stop
+ * string, so a caller streaming the emitted part never shows any piece of
+ * one (src/llm/chat_internal.h). */
 #include <string.h>
 
+#include "exec/ctx.h"
 #include "llm/chat_internal.h"
 
 /* The token that closes an assistant turn in each family's rendering, plus
@@ -66,4 +69,43 @@ int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_
         }
     *emit = n;
     return 0;
+}
+
+_Static_assert(FC_CHAT_MAX_EOG_TOKENS == 1 + FC_CHAT_MAX_EOG_TEXTS, "the EOS and every end-of-turn text");
+
+fc_status fc_chat_template_eog_tokens(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, fc_token *out,
+                                      size_t cap, size_t *n) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!tok || !out || !n) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_eog_tokens: NULL %s",
+                !tok ? "tokenizer" : !out ? "out" : "n");
+        return FC_ERR_INVALID_ARG;
+    }
+    *n = 0;
+    if (!fc_chat_template_name(t)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_template_eog_tokens: template %d out of range", (int)t);
+        return FC_ERR_INVALID_ARG;
+    }
+    /* a family's model stops at its own turn marker, which is often not the
+     * EOS (<|eot_id|>, <end_of_turn>, <|end|>); the EOS stops it anyway */
+    size_t n_txt;
+    const char *const *txt = fc_chat_eog_texts(t, &n_txt);
+    fc_token got[FC_CHAT_MAX_EOG_TOKENS];
+    size_t k = 0;
+    for (size_t i = 0; i <= n_txt; i++) {
+        const fc_token id = i ? fc_tokenizer_find(tok, txt[i - 1], strlen(txt[i - 1])) : fc_tokenizer_eos(tok);
+        int dup = id == FC_TOKEN_NONE; /* absent from this vocabulary */
+        for (size_t j = 0; j < k && !dup; j++) dup = got[j] == id;
+        if (!dup) got[k++] = id;
+    }
+    *n = k;
+    if (k > cap) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG,
+                "fc_chat_template_eog_tokens: cap %zu is less than the %zu tokens of %s in this vocabulary "
+                "(FC_CHAT_MAX_EOG_TOKENS is always enough)",
+                cap, k, fc_chat_template_name(t));
+        return FC_ERR_INVALID_ARG;
+    }
+    memcpy(out, got, k * sizeof *got);
+    return FC_OK;
 }

@@ -32,8 +32,29 @@ int fc_chat_buf_put(fc_chat_buf *b, const char *s, size_t n) {
 
 int fc_chat_buf_puts(fc_chat_buf *b, const char *s) { return fc_chat_buf_put(b, s, strlen(s)); }
 
+int fc_chat_buf_put_content(fc_chat_buf *b, const char *s, size_t n) {
+    if (!n) return fc_chat_buf_put(b, s, 0); /* an empty content has no bytes to guard */
+    fctk_span *last = b->n_spans ? &b->spans[b->n_spans - 1] : NULL;
+    const int merge = last && last->off + last->len == b->n; /* two contents back to back (gemma's system) */
+    if (!merge && b->n_spans == b->cap_spans) {
+        const size_t cap = b->cap_spans ? 2 * b->cap_spans : 16;
+        fctk_span *p = realloc(b->spans, cap * sizeof *p);
+        if (!p) return -1;
+        b->spans = p;
+        b->cap_spans = cap;
+    }
+    const size_t at = b->n;
+    if (fc_chat_buf_put(b, s, n)) return -1;
+    if (merge)
+        b->spans[b->n_spans - 1].len += n;
+    else
+        b->spans[b->n_spans++] = (fctk_span){at, n};
+    return 0;
+}
+
 void fc_chat_buf_free(fc_chat_buf *b) {
     free(b->p);
+    free(b->spans);
     *b = (fc_chat_buf){0};
 }
 
@@ -302,8 +323,10 @@ static int ends_with(view v, const char *pat) {
 
 static view view_of(const char *s) { return (view){s, strlen(s)}; }
 
+/* PUT writes markup; PUTC / PUTCV write (a view of) a message's content */
 #define PUT(s) ok = ok && !fc_chat_buf_puts(b, (s))
-#define PUTV(v) ok = ok && !fc_chat_buf_put(b, (v).p, (v).n)
+#define PUTC(s) ok = ok && !fc_chat_buf_put_content(b, (s), strlen(s))
+#define PUTCV(v) ok = ok && !fc_chat_buf_put_content(b, (v).p, (v).n)
 
 static int render_chatml(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, unsigned flags) {
     int ok = 1;
@@ -311,7 +334,7 @@ static int render_chatml(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, 
         PUT("<|im_start|>");
         PUT(fc_chat_role_name(msgs[i].role));
         PUT("\n");
-        PUT(msgs[i].content);
+        PUTC(msgs[i].content);
         PUT("<|im_end|>\n");
     }
     if (flags & FC_CHAT_ADD_GENERATION_PROMPT) PUT("<|im_start|>assistant\n");
@@ -336,11 +359,11 @@ static int qwen3_assistant(fc_chat_buf *b, view content, int keep_think, int las
     PUT("<|im_start|>assistant\n");
     if (keep_think && (last || reasoning.n)) {
         PUT("<think>\n");
-        PUTV(rstrip_nl(lstrip_nl(reasoning)));
+        PUTCV(rstrip_nl(lstrip_nl(reasoning)));
         PUT("\n</think>\n\n");
-        PUTV(lstrip_nl(content));
+        PUTCV(lstrip_nl(content));
     } else {
-        PUTV(content);
+        PUTCV(content);
     }
     PUT("<|im_end|>\n");
     return ok;
@@ -351,7 +374,7 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
     /* no tools: a leading system message opens the prompt */
     if (n && msgs[0].role == FC_CHAT_SYSTEM) {
         PUT("<|im_start|>system\n");
-        PUT(msgs[0].content);
+        PUTC(msgs[0].content);
         PUT("<|im_end|>\n");
     }
     /* the last user message that is not a wrapped tool response */
@@ -374,7 +397,7 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
             PUT("<|im_start|>");
             PUT(fc_chat_role_name(m->role));
             PUT("\n");
-            PUT(m->content);
+            PUTC(m->content);
             PUT("<|im_end|>\n");
             break;
         case FC_CHAT_ASSISTANT:
@@ -383,7 +406,7 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
         case FC_CHAT_TOOL:
             if (i == 0 || msgs[i - 1].role != FC_CHAT_TOOL) PUT("<|im_start|>user");
             PUT("\n<tool_response>\n");
-            PUT(m->content);
+            PUTC(m->content);
             PUT("\n</tool_response>");
             if (i + 1 == n || msgs[i + 1].role != FC_CHAT_TOOL) PUT("<|im_end|>\n");
             break;
@@ -396,31 +419,23 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
     return ok;
 }
 
-fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n, unsigned flags,
-                         char **out, size_t *len) {
-    if (!ctx) return FC_ERR_INVALID_ARG;
-    if (!out || (n && !msgs)) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: NULL %s", out ? "messages" : "out");
-        return FC_ERR_INVALID_ARG;
-    }
-    *out = NULL;
-    if (len) *len = 0;
+fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs, size_t n,
+                             unsigned flags, fc_chat_buf *b) {
     if (!fc_chat_template_name(t)) {
-        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: template %d out of range", (int)t);
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: template %d out of range", who, (int)t);
         return FC_ERR_INVALID_ARG;
     }
     for (size_t i = 0; i < n; i++) {
         if (!fc_chat_role_name(msgs[i].role) || !msgs[i].content) {
-            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: message %zu has %s", i,
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: message %zu has %s", who, i,
                     msgs[i].content ? "a role out of range" : "a NULL content");
             return FC_ERR_INVALID_ARG;
         }
     }
-    fc_chat_buf b = {0};
-    int ok = !fc_chat_buf_put(&b, "", 0);
+    int ok = !fc_chat_buf_put(b, "", 0);
     switch (t) {
-    case FC_CHAT_TEMPLATE_CHATML: ok = ok && render_chatml(&b, msgs, n, flags); break;
-    case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(&b, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_CHATML: ok = ok && render_chatml(b, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(b, msgs, n, flags); break;
     case FC_CHAT_TEMPLATE_LLAMA3:
     case FC_CHAT_TEMPLATE_MISTRAL_V1:
     case FC_CHAT_TEMPLATE_MISTRAL_V3:
@@ -431,13 +446,31 @@ fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message 
     case FC_CHAT_TEMPLATE_LLAMA2:
     case FC_CHAT_TEMPLATE_LLAMA2_SYS:
     case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS:
-    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: ok = ok && fc_chat_render_builtin(&b, t, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: ok = ok && fc_chat_render_builtin(b, t, msgs, n, flags); break;
     }
     if (!ok) {
-        fc_chat_buf_free(&b);
-        fc_fail(ctx, FC_ERR_OOM, "fc_chat_render: out of memory");
+        fc_fail(ctx, FC_ERR_OOM, "%s: out of memory", who);
         return FC_ERR_OOM;
     }
+    return FC_OK;
+}
+
+fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n, unsigned flags,
+                         char **out, size_t *len) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!out || (n && !msgs)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render: NULL %s", out ? "messages" : "out");
+        return FC_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    if (len) *len = 0;
+    fc_chat_buf b = {0};
+    const fc_status st = fc_chat_render_buf(ctx, "fc_chat_render", t, msgs, n, flags, &b);
+    if (st != FC_OK) {
+        fc_chat_buf_free(&b);
+        return st;
+    }
+    free(b.spans); /* the text is the caller's; where its contents lie is not asked for here */
     *out = b.p;
     if (len) *len = b.n;
     return FC_OK;
