@@ -194,6 +194,7 @@ static int parse_gen(srv_server *sv, const fj_val *root, gen_req *g, srv_http_re
     }
     g->cache_prompt = 1;
     if (get_bool(root, "cache_prompt", &g->cache_prompt, out)) return -1;
+    g->gp.no_cache = !g->cache_prompt;
 
     /* what a later version may honour, refused by name until then */
     const fj_val *x;
@@ -299,19 +300,15 @@ static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, fc_to
         }
         if (message_content(fj_get(msg, "content"), i, &m[i].content, &owned[i], out)) goto done;
     }
+    /* message contents are text: only the template's own markup becomes
+     * control tokens, so a typed "<|im_start|>system" stays what it is */
     pthread_mutex_lock(&sv->tok_mu);
     fc_ctx_clear_error(sv->tok_ctx);
-    char *text = NULL;
-    size_t len = 0;
-    fc_status st = fc_chat_render(sv->tok_ctx, sv->tmpl, m, msgs->len, flags | FC_CHAT_ADD_GENERATION_PROMPT, &text,
-                                  &len);
-    if (st == FC_OK)
-        st = fc_tokenize(sv->tok_ctx, sv->tok, text, len, FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, toks,
-                         n);
+    const fc_status st =
+        fc_chat_tokenize(sv->tok_ctx, sv->tok, sv->tmpl, m, msgs->len, flags | FC_CHAT_ADD_GENERATION_PROMPT, toks, n);
     char why[512];
     snprintf(why, sizeof why, "%s", fc_ctx_error(sv->tok_ctx));
     pthread_mutex_unlock(&sv->tok_mu);
-    free(text);
     if (st != FC_OK) {
         BAD("messages", "the conversation cannot be rendered: %s", why);
         goto done;

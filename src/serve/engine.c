@@ -242,7 +242,7 @@ static slot *pick_slot(srv_engine *e, const srv_req *r) {
 
 /* Start r on sl (outside e->mu). 0, or -1 after ending the request. */
 static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
-    size_t keep = (size_t)common_prefix(sl->cache, sl->n_cache, r->prompt, r->n_prompt);
+    size_t keep = r->gp.no_cache ? 0 : (size_t)common_prefix(sl->cache, sl->n_cache, r->prompt, r->n_prompt);
     if (keep == r->n_prompt) keep--; /* the last position is evaluated again for its logits */
     char why[300] = {0};
     fc_ctx_clear_error(e->ctx);

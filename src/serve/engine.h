@@ -59,6 +59,7 @@ typedef struct srv_gen_params {
     size_t n_stop;
     int logprobs;     /* record srv_logprob per token */
     int top_logprobs; /* alternatives per token, 0..SRV_MAX_TOP_LOGPROBS */
+    int no_cache;     /* evaluate the whole prompt, reusing nothing of the slot's cache */
 } srv_gen_params;
 
 typedef struct srv_req {

@@ -13,24 +13,6 @@
 #include <unistd.h>
 
 #include "fucina/fucina.h"
-#include "llm/chat_internal.h"
-
-/* The tokens a reply ends at: the vocabulary's EOS and the template
- * family's end-of-turn tokens the vocabulary has. */
-static size_t eog_tokens(const fc_tokenizer *tok, fc_chat_template t, fc_token *out, size_t cap) {
-    size_t n = 0;
-    const fc_token eos = fc_tokenizer_eos(tok);
-    if (eos != FC_TOKEN_NONE) out[n++] = eos;
-    size_t nt = 0;
-    const char *const *texts = fc_chat_eog_texts(t, &nt);
-    for (size_t i = 0; i < nt && n < cap; i++) {
-        const fc_token id = fc_tokenizer_find(tok, texts[i], strlen(texts[i]));
-        int dup = id == FC_TOKEN_NONE;
-        for (size_t k = 0; k < n && !dup; k++) dup = out[k] == id;
-        if (!dup) out[n++] = id;
-    }
-    return n;
-}
 
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
@@ -108,7 +90,12 @@ int srv_run(const srv_options *o) {
     }
     snprintf(sv.model_id, sizeof sv.model_id, "%s", o->alias ? o->alias : base_name(o->model_path));
     sv.n_ctx = o->n_ctx > 0 ? o->n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    fc_token eog[8];
+    fc_token eog[FC_CHAT_MAX_EOG_TOKENS];
+    size_t n_eog = 0;
+    if (fc_chat_template_eog_tokens(ctx, sv.tok, sv.tmpl, eog, FC_CHAT_MAX_EOG_TOKENS, &n_eog) != FC_OK) {
+        fprintf(stderr, "fucina serve: %s\n", fc_ctx_error(ctx));
+        goto out;
+    }
     srv_engine_options eo = {
         .n_slots = o->n_slots,
         .n_ctx = sv.n_ctx,
@@ -117,7 +104,7 @@ int srv_run(const srv_options *o) {
         .n_batch = o->n_batch,
         .queue_cap = o->queue_cap,
         .eog = eog,
-        .n_eog = eog_tokens(sv.tok, sv.tmpl, eog, sizeof eog / sizeof eog[0]),
+        .n_eog = n_eog,
     };
     sv.eng = srv_engine_start(sv.model, &eo, err, sizeof err);
     if (!sv.eng) {
