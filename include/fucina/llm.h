@@ -235,6 +235,26 @@ FC_API fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq
 FC_API fc_status fc_llm_session_decode_batch(fc_ctx *ctx, fc_llm_session *s, const int *seqs, const fc_token *tokens,
                                              size_t n, float *logits);
 
+/* One entry of a mixed batch: n >= 1 tokens appended to sequence seq. */
+typedef struct fc_llm_batch_entry {
+    int seq;
+    const fc_token *tokens;
+    size_t n;
+    fc_llm_logits logits; /* which of the entry's rows get logits */
+} fc_llm_batch_entry;
+/* Continuous batching: several sequences' tokens in one forward — prefill
+ * chunks of some beside decode steps of others — the weights read once for
+ * all rows; each row attends over its own sequence's cache. Entries name
+ * distinct sequences. logits (may be NULL) receives, entry after entry, n
+ * rows for FC_LLM_LOGITS_ALL, 1 for LAST, none for NONE. A repeated or
+ * out-of-range sequence, an entry that overflows its sequence's cache or a
+ * token out of range is an FC_ERR_INVALID_ARG error naming the entry and
+ * leaving the session as it was. A one-row product and a many-row one may
+ * take different kernels that sum in different orders, so a row's logits
+ * may differ by rounding from the same row evaluated in another batch. */
+FC_API fc_status fc_llm_session_eval_batch(fc_ctx *ctx, fc_llm_session *s, const fc_llm_batch_entry *b, size_t n,
+                                           float *logits);
+
 #ifdef __cplusplus
 }
 #endif

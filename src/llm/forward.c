@@ -440,7 +440,7 @@ static void norm_in_place(fc_ctx *ctx, const fck_table *K, float *x, const fc_te
 
 /* One chunk: n rows in n_seg segments, embedding rows x0. */
 static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg, int64_t n,
-                              const float *x0, const int64_t *pos, fc_llm_logits which, float *logits) {
+                              const float *x0, const int64_t *pos, float *logits) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     const fck_table *K = fck_kernels();
@@ -501,10 +501,29 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
             add_rows(ctx, K, b.x, b.f, n, E, b.x); /* fc_add(x, f) */
         }
     }
-    if (which != FC_LLM_LOGITS_NONE && logits) {
-        /* LAST: the last row (one segment); ALL: every row */
-        const int64_t n_out = which == FC_LLM_LOGITS_LAST ? 1 : n, r0 = n - n_out;
-        norm_rows(ctx, K, b.x + r0 * E, m->output_norm, eps, n_out, E, b.h);
+    /* the rows that get logits, in segment order: normed into b.h (free
+     * now) one after the other, then one output projection for all */
+    int64_t n_out = 0, first_out = -1, contiguous = 1;
+    for (int64_t i = 0, r0 = 0; i < n_seg; r0 += segs[i].n, i++) {
+        const int64_t k = segs[i].logits == FC_LLM_LOGITS_ALL ? segs[i].n : segs[i].logits == FC_LLM_LOGITS_LAST;
+        if (!k) continue;
+        const int64_t ra = r0 + segs[i].n - k;
+        if (first_out < 0) first_out = ra;
+        else if (ra != first_out + n_out) contiguous = 0;
+        n_out += k;
+    }
+    if (n_out && logits) {
+        if (contiguous) {
+            norm_rows(ctx, K, b.x + first_out * E, m->output_norm, eps, n_out, E, b.h);
+        } else {
+            int64_t o = 0;
+            for (int64_t i = 0, r0 = 0; i < n_seg; r0 += segs[i].n, i++) {
+                const int64_t k = segs[i].logits == FC_LLM_LOGITS_ALL ? segs[i].n : segs[i].logits == FC_LLM_LOGITS_LAST;
+                if (!k) continue;
+                norm_rows(ctx, K, b.x + (r0 + segs[i].n - k) * E, m->output_norm, eps, k, E, b.h + o * E);
+                o += k;
+            }
+        }
         if (project(ctx, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
             goto nomem;
         if (hp->final_softcap > 0) { /* ggml: scale by 1/cap, tanh, scale by cap */
@@ -537,40 +556,42 @@ static fc_status ensure_rows(fc_ctx *ctx, fc_llm_session *s, int64_t n) {
 }
 
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
-                         const fc_token *tokens, fc_llm_logits which, float *logits) {
+                         const fc_token *tokens, float *logits) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     fc_status st = FC_OK;
     /* Chunks of at most FC_LLM_CHUNK_ROWS rows: whole segments, a long one
-     * (a prefill) cut into pieces that run in order; ALL logits land at
-     * their rows, LAST comes from the last piece. */
-    int64_t si = 0, off = 0, row = 0, n_total = 0;
-    for (int64_t i = 0; i < n_seg; i++) n_total += segs[i].n;
+     * (a prefill) cut into pieces that run in order; a segment's LAST row
+     * comes from its last piece, and the logits rows follow one another
+     * across chunks. */
+    int64_t si = 0, off = 0, row = 0, out_row = 0;
     while (si < n_seg && st == FC_OK) {
         fc_llm_seg *cs = s->chunk_segs;
-        int64_t nc = 0, n = 0;
+        int64_t nc = 0, n = 0, n_out = 0;
         while (si < n_seg && n < FC_LLM_CHUNK_ROWS) {
             const int64_t take = segs[si].n - off < FC_LLM_CHUNK_ROWS - n ? segs[si].n - off : FC_LLM_CHUNK_ROWS - n;
-            cs[nc++] = (fc_llm_seg){.seq = segs[si].seq, .pos0 = segs[si].pos0 + off, .n = take};
+            const int ends = off + take == segs[si].n;
+            const fc_llm_logits w = segs[si].logits == FC_LLM_LOGITS_LAST && !ends ? FC_LLM_LOGITS_NONE : segs[si].logits;
+            cs[nc++] = (fc_llm_seg){.seq = segs[si].seq, .pos0 = segs[si].pos0 + off, .n = take, .logits = w};
+            n_out += w == FC_LLM_LOGITS_ALL ? take : w == FC_LLM_LOGITS_LAST;
             for (int64_t j = 0; j < take; j++) s->posv[n + j] = segs[si].pos0 + off + j;
             n += take;
             off += take;
-            if (off == segs[si].n) si++, off = 0;
+            if (ends) si++, off = 0;
         }
         if ((st = ensure_rows(ctx, s, n)) != FC_OK) break;
-        const int last = row + n == n_total;
-        const fc_llm_logits w = which == FC_LLM_LOGITS_LAST && !last ? FC_LLM_LOGITS_NONE : which;
-        float *lo = !logits ? NULL : which == FC_LLM_LOGITS_ALL ? logits + (size_t)row * (size_t)hp->n_vocab : logits;
+        float *lo = logits ? logits + (size_t)out_row * (size_t)hp->n_vocab : NULL;
         fc_scope sc = fc_scope_begin(ctx);
         fc_tensor *ids = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", n}), tokens + row, (size_t)n * sizeof *tokens);
         fc_tensor *x = ids ? fc_get_rows(ctx, m->tok_embd, ids) : NULL; /* [seq, embd] */
         if (x && fc_tensor_dtype(x) != FC_F32) x = fc_cast(ctx, x, FC_F32);
         if (x) x = fc_contiguous(ctx, x);
-        st = x ? forward_rows(ctx, s, cs, nc, n, fc_tensor_data(x), s->posv, w, lo) : fc_ctx_status(ctx);
+        st = x ? forward_rows(ctx, s, cs, nc, n, fc_tensor_data(x), s->posv, lo) : fc_ctx_status(ctx);
         fc_scope_end(ctx, sc);
         if (st == FC_OK)
             for (int64_t i = 0; i < nc; i++) s->pos[cs[i].seq] += cs[i].n;
         row += n;
+        out_row += n_out;
     }
     if (st != FC_OK) /* an error leaves every sequence where it was */
         for (int64_t i = 0; i < n_seg; i++) s->pos[segs[i].seq] = segs[i].pos0;

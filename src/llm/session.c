@@ -3,6 +3,7 @@
  * the cache src/llm/kv_cache.c). */
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "exec/ctx.h"
 #include "fucina/ops.h"
@@ -146,8 +147,8 @@ fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const
         return bad(ctx, "fc_llm_session_eval: %lld tokens at position %lld overflow the %lld-position cache",
                    (long long)n, (long long)s->pos[seq], (long long)s->n_ctx);
     if ((st = check_tokens(ctx, s, tokens, n)) != FC_OK) return st;
-    const fc_llm_seg seg = {.seq = seq, .pos0 = s->pos[seq], .n = (int64_t)n};
-    return fc_llm_forward(ctx, s, &seg, 1, tokens, which, logits);
+    const fc_llm_seg seg = {.seq = seq, .pos0 = s->pos[seq], .n = (int64_t)n, .logits = which};
+    return fc_llm_forward(ctx, s, &seg, 1, tokens, logits);
 }
 
 fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
@@ -196,9 +197,62 @@ fc_status fc_llm_session_decode_batch(fc_ctx *ctx, fc_llm_session *s, const int 
         if (st == FC_OK && s->pos[q] >= s->n_ctx)
             st = bad(ctx, "fc_llm_session_decode_batch: sequence %lld is full (the cache holds %lld positions)",
                      (long long)q, (long long)s->n_ctx);
-        segs[i] = (fc_llm_seg){.seq = q, .pos0 = s->pos[q], .n = 1};
+        segs[i] = (fc_llm_seg){.seq = q, .pos0 = s->pos[q], .n = 1, .logits = FC_LLM_LOGITS_LAST};
     }
-    if (st == FC_OK) st = fc_llm_forward(ctx, s, segs, (int64_t)n, tokens, FC_LLM_LOGITS_ALL, logits);
+    if (st == FC_OK) st = fc_llm_forward(ctx, s, segs, (int64_t)n, tokens, logits);
     if (segs != stack) free(segs);
+    return st;
+}
+
+fc_status fc_llm_session_eval_batch(fc_ctx *ctx, fc_llm_session *s, const fc_llm_batch_entry *b, size_t n,
+                                    float *logits) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!s || !b || n == 0) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_llm_session_eval_batch: %s",
+                !s ? "NULL session" : !b ? "NULL entries" : "no entries");
+        return FC_ERR_INVALID_ARG;
+    }
+    if ((int64_t)n > s->n_seq)
+        return bad(ctx, "fc_llm_session_eval_batch: %lld entries, the session has %lld sequences", (long long)n,
+                   (long long)s->n_seq);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fc_llm_batch_entry *e = &b[i];
+        if (e->seq < 0 || e->seq >= s->n_seq)
+            return bad(ctx, "fc_llm_session_eval_batch: entry %lld: sequence %lld out of range [0, %lld)",
+                       (long long)i, (long long)e->seq, (long long)s->n_seq);
+        if (!e->tokens || e->n == 0)
+            return bad(ctx, "fc_llm_session_eval_batch: entry %lld: %s", (long long)i,
+                       !e->tokens ? "NULL tokens" : "no tokens");
+        fc_status st = check_which(ctx, e->logits);
+        if (st != FC_OK) return st;
+        for (size_t j = 0; j < i; j++)
+            if (b[j].seq == e->seq)
+                return bad(ctx, "fc_llm_session_eval_batch: sequence %lld appears twice (entries %lld and %lld)",
+                           (long long)e->seq, (long long)j, (long long)i);
+        if ((int64_t)e->n > s->n_ctx - s->pos[e->seq])
+            return bad(ctx, "fc_llm_session_eval_batch: entry %lld: %lld tokens at position %lld overflow the "
+                            "%lld-position cache of sequence %lld",
+                       (long long)i, (long long)e->n, (long long)s->pos[e->seq], (long long)s->n_ctx,
+                       (long long)e->seq);
+        if ((st = check_tokens(ctx, s, e->tokens, e->n)) != FC_OK) return st;
+        total += e->n;
+    }
+    fc_llm_seg *segs = malloc(n * sizeof *segs);
+    fc_token *toks = malloc(total * sizeof *toks);
+    fc_status st = FC_OK;
+    if (!segs || !toks) {
+        fc_fail(ctx, FC_ERR_OOM, "fc_llm_session_eval_batch: out of memory");
+        st = FC_ERR_OOM;
+    } else {
+        for (size_t i = 0, r = 0; i < n; r += b[i].n, i++) {
+            segs[i] = (fc_llm_seg){.seq = b[i].seq, .pos0 = s->pos[b[i].seq], .n = (int64_t)b[i].n,
+                                   .logits = b[i].logits};
+            memcpy(toks + r, b[i].tokens, b[i].n * sizeof *toks);
+        }
+        st = fc_llm_forward(ctx, s, segs, (int64_t)n, toks, logits);
+    }
+    free(segs);
+    free(toks);
     return st;
 }

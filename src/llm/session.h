@@ -46,17 +46,19 @@ struct fc_llm_session {
 };
 
 /* One sequence's run of rows in a forward: rows [row0, row0 + n) of the
- * batch are tokens of sequence seq at positions pos0.. */
+ * batch are tokens of sequence seq at positions pos0..; logits says which
+ * of its rows get logits (every row, the last, or none). */
 typedef struct fc_llm_seg {
     int64_t seq, pos0, n;
+    fc_llm_logits logits;
 } fc_llm_seg;
 
 /* The forward over n_seg segments (distinct sequences, validated by the
  * caller: positions fit the cache, tokens in range) whose tokens are
  * concatenated in `tokens`; the segments' positions advance on success.
- * logits: FC_LLM_LOGITS_ALL every row (in segment order), LAST the last
- * row (one segment only). */
+ * logits (may be NULL) receives the rows the segments ask for, in segment
+ * order: n rows for FC_LLM_LOGITS_ALL, 1 for LAST, none for NONE. */
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
-                         const fc_token *tokens, fc_llm_logits which, float *logits);
+                         const fc_token *tokens, float *logits);
 
 #endif

@@ -87,8 +87,7 @@ struct srv_engine {
     size_t n_eog;
     slot *slots;
     float *logits; /* n_slots x n_vocab */
-    int *seqs;
-    fc_token *toks;
+    fc_llm_batch_entry *batch; /* one step's entries: at most one per slot */
 
     pthread_t thread;
     pthread_mutex_t mu; /* the queue, stopping, the stats and the slots' public view */
@@ -356,80 +355,74 @@ static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     sl->state = SLOT_GEN;
 }
 
-/* One decode step for every generating slot. */
-static void decode_step(srv_engine *e) {
+/* One forward for the step: a decode row for every generating slot and, in
+ * the rows left of n_batch, the next prompt chunks of the slots still
+ * reading their prompts (the oldest request first). The weights are read
+ * once for all of them. */
+static void step(srv_engine *e) {
     size_t n = 0;
     for (int i = 0; i < e->n_slots; i++)
-        if (e->slots[i].state == SLOT_GEN) {
-            e->seqs[n] = i;
-            e->toks[n] = e->slots[i].next;
-            n++;
-        }
-    if (!n) return;
-    fc_ctx_clear_error(e->ctx);
-    if (fc_llm_session_decode_batch(e->ctx, e->s, e->seqs, e->toks, n, e->logits) != FC_OK) {
-        char why[300];
-        snprintf(why, sizeof why, "decoding failed: %s", fc_ctx_error(e->ctx));
-        for (size_t k = 0; k < n; k++) slot_end(e, &e->slots[e->seqs[k]], SRV_FINISH_ERROR, why);
-        return;
-    }
-    for (size_t k = 0; k < n; k++) {
-        slot *sl = &e->slots[e->seqs[k]];
-        if (cache_push(sl, &e->toks[k], 1)) {
-            /* the cache holds a token we cannot record: forget the slot's prefix */
-            fc_llm_session_truncate_seq(e->ctx, e->s, sl->id, 0);
-            sl->n_cache = 0;
-            slot_end(e, sl, SRV_FINISH_ERROR, "out of memory");
-            continue;
-        }
-        slot_sample(e, sl, e->logits + k * (size_t)e->n_vocab);
-    }
-}
-
-/* Prefill up to n_batch prompt tokens, oldest request first. */
-static void prefill_step(srv_engine *e) {
-    int budget = e->n_batch;
-    while (budget > 0) {
+        if (e->slots[i].state == SLOT_GEN)
+            e->batch[n++] = (fc_llm_batch_entry){.seq = i, .tokens = &e->slots[i].next, .n = 1,
+                                                 .logits = FC_LLM_LOGITS_LAST};
+    const size_t n_dec = n;
+    int budget = e->n_batch > (int)n_dec ? e->n_batch - (int)n_dec : 1;
+    for (;;) {
         slot *sl = NULL;
         for (int i = 0; i < e->n_slots; i++) {
             slot *c = &e->slots[i];
-            if (c->state == SLOT_PREFILL && (!sl || c->req->id < sl->req->id)) sl = c;
+            int taken = 0;
+            for (size_t k = n_dec; k < n && !taken; k++) taken = e->batch[k].seq == i;
+            if (c->state == SLOT_PREFILL && !taken && (!sl || c->req->id < sl->req->id)) sl = c;
         }
-        if (!sl) return;
-        srv_req *r = sl->req;
-        size_t k = r->n_prompt - sl->n_done;
+        if (!sl || budget <= 0) break;
+        size_t k = sl->req->n_prompt - sl->n_done;
         if (k > (size_t)budget) k = (size_t)budget;
-        const int last = sl->n_done + k == r->n_prompt;
-        fc_ctx_clear_error(e->ctx);
-        if (fc_llm_session_eval_seq(e->ctx, e->s, sl->id, r->prompt + sl->n_done, k,
-                                    last ? FC_LLM_LOGITS_LAST : FC_LLM_LOGITS_NONE, e->logits) != FC_OK) {
-            char why[300];
-            snprintf(why, sizeof why, "evaluating the prompt failed: %s", fc_ctx_error(e->ctx));
-            fc_llm_session_truncate_seq(e->ctx, e->s, sl->id, 0);
-            sl->n_cache = 0;
-            slot_end(e, sl, SRV_FINISH_ERROR, why);
-            continue;
-        }
-        if (cache_push(sl, r->prompt + sl->n_done, k)) {
+        const int last = sl->n_done + k == sl->req->n_prompt;
+        e->batch[n++] = (fc_llm_batch_entry){.seq = sl->id, .tokens = sl->req->prompt + sl->n_done, .n = k,
+                                             .logits = last ? FC_LLM_LOGITS_LAST : FC_LLM_LOGITS_NONE};
+        budget -= (int)k;
+    }
+    if (!n) return;
+    fc_ctx_clear_error(e->ctx);
+    if (fc_llm_session_eval_batch(e->ctx, e->s, e->batch, n, e->logits) != FC_OK) {
+        /* the session is as it was: every slot of the step ends */
+        char why[300];
+        snprintf(why, sizeof why, "evaluation failed: %s", fc_ctx_error(e->ctx));
+        for (size_t k = 0; k < n; k++) slot_end(e, &e->slots[e->batch[k].seq], SRV_FINISH_ERROR, why);
+        return;
+    }
+    const float *row = e->logits;
+    for (size_t k = 0; k < n; k++) {
+        const fc_llm_batch_entry *b = &e->batch[k];
+        slot *sl = &e->slots[b->seq];
+        const float *lg = row;
+        if (b->logits == FC_LLM_LOGITS_LAST) row += e->n_vocab;
+        if (cache_push(sl, b->tokens, b->n)) {
+            /* the cache holds tokens we cannot record: forget the slot's prefix */
             fc_llm_session_truncate_seq(e->ctx, e->s, sl->id, 0);
             sl->n_cache = 0;
             slot_end(e, sl, SRV_FINISH_ERROR, "out of memory");
             continue;
         }
-        sl->n_done += k;
-        budget -= (int)k;
+        if (k < n_dec) {
+            slot_sample(e, sl, lg);
+            continue;
+        }
+        sl->n_done += b->n;
         pthread_mutex_lock(&e->mu);
-        e->st.prompt_tokens += k;
+        e->st.prompt_tokens += b->n;
         pthread_mutex_unlock(&e->mu);
-        if (last) {
+        if (b->logits == FC_LLM_LOGITS_LAST) {
             const double t = now_ms();
+            srv_req *r = sl->req;
             pthread_mutex_lock(&r->mu);
             r->t_prompt_ms = t - sl->t_start;
             pthread_mutex_unlock(&r->mu);
             pthread_mutex_lock(&e->mu);
             e->st.prompt_ms += t - sl->t_start;
             pthread_mutex_unlock(&e->mu);
-            slot_sample(e, sl, e->logits);
+            slot_sample(e, sl, lg);
         }
     }
 }
@@ -487,8 +480,7 @@ static void *engine_main(void *arg) {
             if (sl->state != SLOT_IDLE && atomic_load(&sl->req->cancelled))
                 slot_end(e, sl, SRV_FINISH_ERROR, "cancelled");
         }
-        decode_step(e);
-        prefill_step(e);
+        step(e);
         pthread_mutex_lock(&e->mu);
     }
     pthread_mutex_unlock(&e->mu);
@@ -521,8 +513,7 @@ static void engine_free(srv_engine *e) {
     if (e->s) fc_llm_session_free(e->s);
     if (e->ctx) fc_ctx_free(e->ctx);
     free(e->logits);
-    free(e->seqs);
-    free(e->toks);
+    free(e->batch);
     free(e->queue);
     free(e->eog);
     pthread_mutex_destroy(&e->mu);
@@ -564,8 +555,7 @@ srv_engine *srv_engine_start(const fc_llm_model *m, const srv_engine_options *op
     e->s = fc_llm_session_new_ex(e->ctx, m, &so);
     e->slots = calloc((size_t)e->n_slots, sizeof *e->slots);
     e->logits = malloc((size_t)e->n_slots * (size_t)e->n_vocab * sizeof *e->logits);
-    e->seqs = malloc((size_t)e->n_slots * sizeof *e->seqs);
-    e->toks = malloc((size_t)e->n_slots * sizeof *e->toks);
+    e->batch = malloc((size_t)e->n_slots * sizeof *e->batch);
     e->queue = malloc((size_t)e->queue_cap * sizeof *e->queue);
     e->eog = malloc((opt->n_eog + 1) * sizeof *e->eog);
     if (!e->s) {
@@ -573,7 +563,7 @@ srv_engine *srv_engine_start(const fc_llm_model *m, const srv_engine_options *op
         engine_free(e);
         return NULL;
     }
-    if (!e->slots || !e->logits || !e->seqs || !e->toks || !e->queue || !e->eog) {
+    if (!e->slots || !e->logits || !e->batch || !e->queue || !e->eog) {
         snprintf(err, errlen, "out of memory");
         engine_free(e);
         return NULL;

@@ -5,12 +5,12 @@
  * KV cache and the tokens the cache holds. A request waits in a bounded
  * queue until a slot is free, then takes the free slot whose cache shares
  * the longest token prefix with its prompt (prompt caching: only the rest
- * is evaluated). Every iteration of the engine's loop runs one lockstep
- * decode step for all generating slots (the weights are read once for all
- * rows) and then prefills at most n_batch prompt tokens of the slots still
- * reading their prompts, so a long prompt is read in chunks between decode
- * steps instead of freezing the other streams. Requests join and leave
- * between steps.
+ * is evaluated). Every iteration of the engine's loop is ONE forward
+ * (fc_llm_session_eval_batch): a decode row for each generating slot and,
+ * in the rest of n_batch rows, the next prompt chunks of the slots still
+ * reading their prompts — the weights are read once for all of them, and
+ * a long prompt is read in chunks beside the decode rows instead of
+ * freezing the other streams. Requests join and leave between steps.
  *
  * Output goes to the request: text that is final (whole UTF-8 characters,
  * never part of a stop string) and, when asked, one log-probability record

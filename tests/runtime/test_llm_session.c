@@ -544,6 +544,100 @@ Test(llm_session, batch_decode_errors_leave_the_session) {
     fc_llm_model_free(m);
 }
 
+/* ---- mixed batches: prefill chunks beside decode steps in one forward ---------------- */
+
+/* Sequence 0 decodes one token while sequence 1 prefills a chunk (only its
+ * last row's logits) and sequence 2 prefills another (every row's logits):
+ * each row equals the same tokens evaluated alone within 1e-5 of the logit
+ * range (a one-row product and a ten-row one may take different kernels,
+ * which sum in different orders), with the same argmax. */
+static void mixed_batch_equals_separate(fc_dtype wt) {
+    char path[512];
+    fc_llm_model *m = make(wt == FC_F32 ? "mixed_f32.gguf" : "mixed_q8.gguf", wt, path, sizeof path);
+    const size_t rb = row_bytes(m);
+    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    size_t nt;
+    fc_token *toks = prompt_tokens(m, &nt);
+    cr_assert_geq(nt, 12);
+    fc_llm_session *mixed = session(m, FC_F16, 3, 32), *alone = session(m, FC_F16, 3, 32);
+    /* sequence 0 holds 4 tokens before the step; 1 holds 2 and 2 holds none */
+    for (int q = 0; q < 2; q++) {
+        fc_llm_session *s = q ? alone : mixed;
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, s, 0, toks, 4, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, s, 1, toks + 3, 2, FC_LLM_LOGITS_NONE, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+    }
+    const fc_llm_batch_entry b[3] = {
+        {.seq = 0, .tokens = toks + 4, .n = 1, .logits = FC_LLM_LOGITS_LAST},
+        {.seq = 1, .tokens = toks + 5, .n = 6, .logits = FC_LLM_LOGITS_LAST},
+        {.seq = 2, .tokens = toks + 1, .n = 3, .logits = FC_LLM_LOGITS_ALL},
+    };
+    float *got = malloc(5 * rb), *ref = malloc(5 * rb);
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, mixed, b, 3, got), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_llm_session_eval_seq(ctx, alone, 0, b[0].tokens, 1, FC_LLM_LOGITS_LAST, ref), FC_OK);
+    cr_assert_eq(fc_llm_session_eval_seq(ctx, alone, 1, b[1].tokens, 6, FC_LLM_LOGITS_LAST, ref + nv), FC_OK);
+    cr_assert_eq(fc_llm_session_eval_seq(ctx, alone, 2, b[2].tokens, 3, FC_LLM_LOGITS_ALL, ref + 2 * nv), FC_OK);
+    for (int q = 0; q < 3; q++)
+        cr_assert_eq(fc_llm_session_seq_pos(mixed, q), fc_llm_session_seq_pos(alone, q));
+    for (int r = 0; r < 5; r++) {
+        const double d = row_diff(got + r * nv, ref + r * nv, nv);
+        cr_assert_leq(d, 1e-5, "logits row %d: %g of the logit range from the row evaluated alone", r, d);
+    }
+    /* and the next step from there: a decode of all three in lockstep */
+    const fc_token next[3] = {toks[9], toks[10], toks[11]};
+    cr_assert_eq(fc_llm_session_decode_batch(ctx, mixed, NULL, next, 3, got), FC_OK, "%s", fc_ctx_error(ctx));
+    for (int q = 0; q < 3; q++)
+        cr_assert_eq(fc_llm_session_eval_seq(ctx, alone, q, next + q, 1, FC_LLM_LOGITS_LAST, ref + q * nv), FC_OK);
+    for (int q = 0; q < 3; q++) cr_assert_leq(row_diff(got + q * nv, ref + q * nv, nv), 1e-5, "step row %d", q);
+    free(got);
+    free(ref);
+    fc_tokens_free(toks);
+    fc_llm_session_free(mixed);
+    fc_llm_session_free(alone);
+    fc_llm_model_free(m);
+}
+
+Test(llm_session, mixed_batch_equals_separate_evals_f32) { mixed_batch_equals_separate(FC_F32); }
+Test(llm_session, mixed_batch_equals_separate_evals_q8_0) { mixed_batch_equals_separate(FC_Q8_0); }
+
+Test(llm_session, mixed_batch_errors_leave_the_session) {
+    char path[512];
+    fc_llm_model *m = make("mixerr.gguf", FC_F32, path, sizeof path);
+    fc_llm_session *s = session(m, FC_F16, 2, 4);
+    const fc_token t[4] = {1, 2, 3, 4};
+    fc_llm_batch_entry b[2] = {{.seq = 0, .tokens = t, .n = 2}, {.seq = 0, .tokens = t, .n = 1}};
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "twice"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    b[1].seq = 3;
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "sequence 3 out of range"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    b[1] = (fc_llm_batch_entry){.seq = 1, .tokens = t, .n = 5};
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "entry 1: 5 tokens"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    b[1] = (fc_llm_batch_entry){.seq = 1, .tokens = t, .n = 1, .logits = (fc_llm_logits)7};
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    fc_ctx_clear_error(ctx);
+    b[1] = (fc_llm_batch_entry){.seq = 1, .tokens = NULL, .n = 1};
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "NULL tokens"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    const fc_token bad = (fc_token)fc_llm_model_hparams(m)->n_vocab;
+    b[1] = (fc_llm_batch_entry){.seq = 1, .tokens = &bad, .n = 1};
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, b, 2, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "out of range"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_assert_eq(fc_llm_session_eval_batch(ctx, s, NULL, 1, NULL), FC_ERR_INVALID_ARG);
+    fc_ctx_clear_error(ctx);
+    cr_assert_eq(fc_llm_session_seq_pos(s, 0), 0);
+    cr_assert_eq(fc_llm_session_seq_pos(s, 1), 0);
+    fc_llm_session_free(s);
+    fc_llm_model_free(m);
+}
+
 /* ---- steady-state decode allocates nothing ----------------------------------------- */
 
 /* Allocator calls (malloc & co, and buffer-pool misses) of `steps` decode
