@@ -128,6 +128,10 @@ typedef struct fco_llama_api {
                               bool special);
     int32_t (*detokenize)(const void *vocab, const llama_token *tokens, int32_t n_tokens, char *text,
                           int32_t text_len_max, bool remove_special, bool unparse_special);
+    /* the bench harness's serve suite (bench/serve.c): llama_n_ctx_seq (the
+     * positions each sequence got), llama_vocab_is_eog */
+    uint32_t (*n_ctx_seq)(const struct llama_context *);
+    bool (*vocab_is_eog)(const void *vocab, llama_token token);
 } fco_llama_api;
 
 /* enum ggml_type values used for type_k / type_v */

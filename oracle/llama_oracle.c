@@ -53,6 +53,8 @@ static void load_once(void) {
     RESOLVE(vocab_n_tokens, "llama_vocab_n_tokens");
     RESOLVE(token_to_piece, "llama_token_to_piece");
     RESOLVE(detokenize, "llama_detokenize");
+    RESOLVE(n_ctx_seq, "llama_n_ctx_seq");
+    RESOLVE(vocab_is_eog, "llama_vocab_is_eog");
     void (*log_set)(log_cb, void *);
     *(void **)&log_set = fco_llama_sym("llama_log_set");
     void *(*cpu_reg)(void);
