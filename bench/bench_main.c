@@ -22,6 +22,7 @@ static void usage(FILE *f)
             "       fucina-bench quant [--threads N,N] [--rounds N] [--filter P] [--shape MxNxK] [--no-peer]\n"
             "       fucina-bench quantize [--size MIB] [--type MIX] [--threads N] [--rounds N] [--no-peer]\n"
             "       fucina-bench llm MODEL.gguf [...] [--threads N,N] [--prompts P,P] [--gen N] [--no-peer]\n"
+            "       fucina-bench serve MODEL.gguf [...] [--streams N,N] [--gen N] [--threads N] [--no-peer]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
@@ -38,6 +39,8 @@ static void usage(FILE *f)
             "             llama.cpp's llama_model_quantize (alternating runs, same thread count)\n"
             "  llm        whole-model prefill (ppP) and decode (tgN) tokens/s against llama.cpp's\n"
             "             libllama on the same GGUF (alternating runs); decode against the DRAM roofline\n"
+            "  serve      aggregate decode tokens/s of N streams through `fucina serve` (HTTP clients)\n"
+            "             against libllama decoding N sequences in lockstep; first-token time, overhead\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
             "1 run-time failure (memory, output file), 2 bad command line.\n");
@@ -83,7 +86,8 @@ int main(int argc, char **argv)
             if (!strcmp(argv[2], "quant")) return fcb_cmd_quant(2, sub);
             if (!strcmp(argv[2], "quantize")) return fcb_cmd_quantize(2, sub);
             if (!strcmp(argv[2], "llm")) return fcb_cmd_llm(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm)\n", argv[2]);
+            if (!strcmp(argv[2], "serve")) return fcb_cmd_serve(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -96,6 +100,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "quant")) return fcb_cmd_quant(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return fcb_cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "llm")) return fcb_cmd_llm(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "serve")) return fcb_cmd_serve(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

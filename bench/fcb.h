@@ -208,5 +208,6 @@ int fcb_cmd_train(int argc, char **argv); /* train.c */
 int fcb_cmd_quant(int argc, char **argv); /* quant.c */
 int fcb_cmd_quantize(int argc, char **argv); /* quantize.c */
 int fcb_cmd_llm(int argc, char **argv); /* llm.c */
+int fcb_cmd_serve(int argc, char **argv); /* serve.c */
 
 #endif /* FCB_H */
