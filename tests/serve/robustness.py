@@ -32,6 +32,8 @@ Then it throws at the server, group by group:
                 slots free again within seconds
   queue         a request queued behind two busy slots for longer than
                 --timeout is still answered
+  context       a second server with -c 64: prompts of 1..64 tokens end with
+                finish_reason "length", 65 and more are a 400, streamed too
   load          200 short requests (max_tokens 4) from 8 threads: all 200 with
                 valid JSON, and /metrics fucina_requests_total up by >= 200
   overload      16 concurrent long requests against 2 slots + 8 queued: each
@@ -78,6 +80,7 @@ LEAVE = 3.0             # a client gone: its slot free within this (a poll per t
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
 MSGS = [{"role": "user", "content": "hi"}]
+N_VOCAB = 1000          # the model's, from /v1/models, once the json group runs
 
 VERBOSE = False
 GROUP = "-"
@@ -611,6 +614,8 @@ def check_server(after):
         return
     dt, b = wait_idle(6.0)
     record(dt is not None, "no slot left busy", f"after 6 s /slots still says {b}")
+    if dt is None and wait_idle(30.0)[0] is None:    # let the next group start on free slots
+        note("slots", "still busy after 36 s")
     if VERBOSE:
         note("health", f"{time.monotonic() - t0:.2f} s")
 
@@ -861,6 +866,9 @@ def comp(**kw):
 
 
 def g_json():
+    global N_VOCAB
+    meta = (_json(get("/v1/models").body, {}) or {}).get("data", [{}])
+    N_VOCAB = int(((meta[0] if meta else {}).get("meta") or {}).get("n_vocab") or 1000)
     valid = chat()
     V = valid[:-1]              # the object without its closing brace
     str_in = lambda s: b'{"messages":[{"role":"user","content":"' + s + b'"}],"max_tokens":1}'  # noqa: E731
@@ -965,6 +973,28 @@ def g_json():
         (CHAT, "1000 messages", chat(messages=[{"role": "user", "content": "hi"}] * 1000), None, "any"),
         (COMP, "prompt of 60000 words (past the context)", comp(prompt="a " * 60000), None, "any"),
         (COMP, "empty prompt", comp(prompt=""), None, "any"),
+        # sampler and option edges: clamp or refuse, never crash
+        *[(COMP, f"{k} {v!r}", comp(max_tokens=2, **{k: v}), None, "any") for k, v in (
+            ("top_k", 10 ** 9), ("top_k", -5), ("top_k", 0), ("top_p", 0), ("top_p", 1e-30), ("min_p", 2),
+            ("min_p", -1), ("temperature", -1), ("temperature", 1e30), ("repeat_penalty", 0),
+            ("repeat_penalty", -1), ("repeat_last_n", 10 ** 9), ("repeat_last_n", -5), ("presence_penalty", 1e308),
+            ("frequency_penalty", -1e308), ("seed", -1), ("seed", 2 ** 64), ("logprobs", 100000), ("logprobs", -1),
+            ("logit_bias", {"1": 1e308}), ("logit_bias", {"1": -1e308}), ("echo", True), ("suffix", "x"))],
+        (COMP, "logit_bias bans every token", comp(max_tokens=2, logit_bias={str(i): -100 for i in range(N_VOCAB)}),
+         None, "any"),
+        (COMP, "logit_bias key \"abc\"", comp(logit_bias={"abc": 1}), "logit_bias", "400"),
+        (COMP, "logit_bias value \"x\"", comp(logit_bias={"1": "x"}), "logit_bias", "400"),
+        (CHAT, "top_logprobs 100000", chat(max_tokens=2, logprobs=True, top_logprobs=100000), None, "any"),
+        (CHAT, "top_logprobs -1", chat(logprobs=True, top_logprobs=-1), "top_logprobs", "400"),
+        (CHAT, "logprobs \"x\"", chat(logprobs="x"), "logprobs", "400"),
+        (CHAT, "stream_options.include_usage \"x\"", chat(stream=True, stream_options={"include_usage": "x"}),
+         "include_usage", "400"),
+        (CHAT, "max_completion_tokens -1", chat(max_completion_tokens=-1), "max_completion_tokens", "400"),
+        (CHAT, "response_format json_schema", chat(response_format={"type": "json_schema"}), None, "any"),
+        (CHAT, "tools", chat(tools=[{"type": "function", "function": {"name": "f"}}]), None, "any"),
+        (CHAT, "tool message without content", chat(messages=MSGS + [{"role": "tool"}]), None, "any"),
+        (CHAT, "assistant content null", chat(messages=[{"role": "assistant", "content": None}] + MSGS), None, "any"),
+        (CHAT, "100 KB stop string", chat(stop=["x" * 100000]), None, "any"),
         # /v1/completions
         (COMP, "empty body", b"", None, "400"),
         (COMP, "truncated", b'{"prompt":"hi', None, "400"),
@@ -1307,6 +1337,16 @@ def g_stall():
     except Cut as e:
         bad.append(f"stream cut: {e.args[0]}")
     dt = time.monotonic() - t0
+    if done and "close" not in rb.header("connection").lower():
+        try:
+            for _ in b.pieces(rb, time.monotonic() + 5.0):    # the rest of the body: its last chunk
+                pass
+        except Cut:
+            pass
+        b.send(req("GET", "/health"))
+        r2 = b.read_response(5.0)
+        record(r2.kind in ("closed", "reset") or (r2.kind == "ok" and r2.status == 200),
+               "GET /health on the connection a finished stream kept open: 200", f"-> {r2}")
     b.close()
     record(done and not bad and dt < 10.0,
            "a chat stream beside a never-read stream (4 KB receive buffer) ends with [DONE] within 10 s",
@@ -1446,6 +1486,72 @@ def g_queue():
         time.sleep(1.0)
         b = slots_busy()
         record(b == [], "slots still free 1 s later", f"/slots -> {b}")
+
+
+# ------------------------------------------------------------------- context
+
+def g_context():
+    """A second server with -c 64: prompts up to, at and past a slot's context.
+    A prompt that fits is answered (finish_reason "length" once the context is
+    full), one that does not is a 400; streamed the same; both slots at once."""
+    global SRV
+    main = SRV
+    small = Server(main.binary, main.model, 64, main.extra)
+    err = small.start()
+    if err:
+        return record(False, "a second server with -c 64 starts", f"{' '.join(small.argv())}: {err}{small.tail()}")
+    SRV = small
+    try:
+        t = _json(post("/tokenize", {"content": "a"}).body, {}).get("tokens") or [100]
+        tok = t[-1] if isinstance(t[-1], int) else t[-1].get("id", 100)
+        for n in (1, 60, 63, 64):
+            r = post(COMP, {"prompt": [tok] * n, "max_tokens": 100, "temperature": 0}, 20.0)
+            j = _json(r.body, {}) if r.kind == "ok" else {}
+            u, ch = j.get("usage") or {}, (j.get("choices") or [{}])[0]
+            ok = r.kind == "ok" and r.status == 200 and ch.get("finish_reason") == "length" and \
+                0 < (u.get("completion_tokens") or 0) <= 64 - n + 1
+            record(ok, f"-c 64, prompt of {n} tokens, max_tokens 100: 200, finish_reason length, "
+                   f"<= {64 - n + 1} tokens", f"-> {r}")
+        for n in (65, 1000):
+            r = post(COMP, {"prompt": [tok] * n, "max_tokens": 1}, 20.0)
+            p = error_problem(r, "prompt") if r.kind == "ok" and r.status == 400 else "not a 400"
+            record(p is None or p.startswith("neither"), f"-c 64, prompt of {n} tokens: 400 in the error shape",
+                   f"{p}: -> {r}")
+        r = post(CHAT, chat(messages=[{"role": "user", "content": "a " * 100}]), 20.0)
+        record(r.kind == "ok" and r.status == 400 and error_problem(r) is None,
+               "-c 64, a chat past the context: 400 in the error shape", f"-> {r}")
+        c, r, _ = open_stream(100, extra={"prompt": [tok] * 62})
+        if c is None:
+            record(False, "-c 64, a stream that fills the context", str(r))
+        else:
+            evs = take_events(c, r, 1000, 20.0)
+            c.close()
+            last = [_json(e, {}) for e in evs if e != b"[DONE]"]
+            fins = [((x.get("choices") or [{}])[0] or {}).get("finish_reason") for x in last if isinstance(x, dict)]
+            record(evs[-1:] == [b"[DONE]"] and "length" in fins, "-c 64, a stream that fills the context: "
+                   "finish_reason length, then [DONE]", f"{len(evs)} events, finish reasons {fins[-3:]}, "
+                   f"last {show(b''.join(evs[-1:]), 120)}")
+        out = []
+        ts = parallel([lambda: out.append(post(COMP, {"prompt": [tok] * 60, "max_tokens": 100}, 20.0))
+                       for _ in range(2 * SLOTS)])
+        for t_ in ts:
+            t_.join(30)
+        record(len(out) == 2 * SLOTS and all(r.kind == "ok" and r.status == 200 for r in out),
+               f"-c 64, {2 * SLOTS} concurrent requests filling the context: all 200", " | ".join(map(str, out)))
+        san = small.sanitizer_lines()
+        record(not san, "-c 64 server: no sanitizer report", "\n         | ".join([""] + san[:20]))
+        record(small.alive(), "-c 64 server alive", f"exit {small.proc.poll()}:{small.tail()}")
+    finally:
+        SRV = main
+        if small.alive():
+            small.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = small.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                rc = None
+                small.proc.kill()
+                small.proc.wait()
+            record(rc == 0, "-c 64 server: SIGTERM, exit 0", f"exit {rc}:{small.tail(8)}")
 
 
 # ---------------------------------------------------------------------- load
@@ -1599,7 +1705,7 @@ def g_sigterm():
 
 GROUPS = [("request-line", g_request_line), ("bodies", g_bodies), ("json", g_json), ("endpoints", g_endpoints),
           ("slow", g_slow), ("flood", g_flood), ("stall", g_stall), ("disconnect", g_disconnect),
-          ("queue", g_queue), ("load", g_load), ("overload", g_overload)]
+          ("queue", g_queue), ("context", g_context), ("load", g_load), ("overload", g_overload)]
 
 
 def finish():
