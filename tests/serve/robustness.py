@@ -980,6 +980,10 @@ def g_json():
             ("repeat_penalty", -1), ("repeat_last_n", 10 ** 9), ("repeat_last_n", -5), ("presence_penalty", 1e308),
             ("frequency_penalty", -1e308), ("seed", -1), ("seed", 2 ** 64), ("logprobs", 100000), ("logprobs", -1),
             ("logit_bias", {"1": 1e308}), ("logit_bias", {"1": -1e308}), ("echo", True), ("suffix", "x"))],
+        (COMP, "logprobs 5 at temperature 2 (byte pieces in JSON)", comp(max_tokens=40, logprobs=5, temperature=2,
+                                                                          seed=3), None, "any"),
+        (CHAT, "top_logprobs 20 at temperature 2", chat(max_tokens=40, logprobs=True, top_logprobs=20, temperature=2,
+                                                        seed=3), None, "any"),
         (COMP, "logit_bias bans every token", comp(max_tokens=2, logit_bias={str(i): -100 for i in range(N_VOCAB)}),
          None, "any"),
         (COMP, "logit_bias key \"abc\"", comp(logit_bias={"abc": 1}), "logit_bias", "400"),
@@ -1084,11 +1088,38 @@ def g_endpoints():
                "/detokenize gives 'hello world' back", f"-> {r}")
     r = post("/detokenize", {"tokens": []})
     record(r.kind == "ok" and r.status == 200, "/detokenize []: 200", f"-> {r}")
+    text = "h\u00e9llo \u20ac \U0001d11e \u65e5\u672c <|im_start|>"
+    r = post("/tokenize", {"content": text, "with_pieces": True})
+    record(r.kind == "ok" and r.status == 200 and isinstance(_json(r.body), dict),
+           "/tokenize with_pieces of multi-byte text: 200, valid UTF-8 JSON", f"-> {r}")
+    # every token alone: byte tokens are pieces of UTF-8 sequences; the JSON
+    # must stay valid UTF-8 all the same (one keep-alive connection)
+    bad, n_vocab = [], int(((_json(get("/v1/models").body, {}) or {}).get("data") or [{}])[0].get("meta", {})
+                           .get("n_vocab") or 0)
+    try:
+        c = Conn()
+        for i in range(n_vocab):
+            c.send(req("POST", "/detokenize", {"tokens": [i]}))
+            r = c.read_response(5.0)
+            if not (r.kind == "ok" and r.status in (200, 400) and isinstance(_json(r.body), dict)):
+                bad.append(f"[{i}] -> {r}")
+                if r.kind != "ok" or "close" in r.header("connection").lower():
+                    c.close()
+                    c = Conn()
+        c.close()
+    except OSError as e:
+        bad.append(f"connect: {e}")
+    record(n_vocab > 0 and not bad, f"/detokenize of each of the {n_vocab} tokens alone: 200 (or 400), valid "
+           "UTF-8 JSON", "; ".join(bad[:4]))
+    r = post("/detokenize", {"tokens": list(range(n_vocab))})
+    record(r.kind == "ok" and r.status == 200 and isinstance(_json(r.body), dict),
+           "/detokenize of the whole vocabulary at once: 200, valid UTF-8 JSON", f"-> {r}")
     for path, body, field in (
             ("/tokenize", b"{}", "content"), ("/tokenize", {"content": 5}, "content"),
             ("/tokenize", {"content": None}, "content"), ("/tokenize", b'{"content":"\xff"}', None),
             ("/tokenize", b'{"content":"\\ud800"}', None), ("/tokenize", b"[" * 100000, None),
-            ("/tokenize", b'{"content":"hi"', None),
+            ("/tokenize", b'{"content":"hi"', None), ("/tokenize", {"content": "hi", "with_pieces": "x"}, "with_pieces"),
+            ("/tokenize", {"content": "hi", "parse_special": 1}, "parse_special"),
             ("/detokenize", b"{}", "tokens"), ("/detokenize", {"tokens": "x"}, "tokens"),
             ("/detokenize", {"tokens": [-1]}, "tokens"), ("/detokenize", {"tokens": [99999999]}, "tokens"),
             ("/detokenize", {"tokens": [2 ** 31]}, "tokens"), ("/detokenize", {"tokens": [2 ** 64]}, "tokens"),
@@ -1243,6 +1274,38 @@ def g_flood():
             c.close()
     record(not errors, "1000 connections opened and dropped: every connect accepted",
            f"{len(errors)} failed: " + "; ".join(errors[:3]))
+    # 1000 requests on one keep-alive connection, pipelined 50 at a time
+    got, bad = 0, []
+    try:
+        c = Conn()
+        for _ in range(20):
+            c.send(req("GET", "/health") * 50)
+            for _ in range(50):
+                r = c.read_response(5.0)
+                if r.kind == "ok" and r.status == 200:
+                    got += 1
+                elif len(bad) < 3:
+                    bad.append(str(r))
+        c.close()
+    except OSError as e:
+        bad.append(str(e))
+    record(got == 1000, "1000 pipelined GET /health on one connection: 1000 x 200", f"{got} x 200; {bad}")
+    # 200 idle keep-alive connections held open: others are still served
+    idle = []
+    try:
+        for _ in range(200):
+            c = Conn()
+            c.send(req("GET", "/health"))
+            idle.append((c, c.read_response(5.0)))
+    except OSError as e:
+        errors.append(f"idle connection #{len(idle)}: {e}")
+    ok_idle = sum(1 for _, r in idle if r.kind == "ok" and r.status == 200)
+    r = post(COMP, comp(max_tokens=2), 5.0)
+    record(ok_idle == 200 and r.kind == "ok" and r.status == 200,
+           "200 idle keep-alive connections held: each answered, and a completion beside them 200",
+           f"{ok_idle} of 200 answered; completion -> {r}")
+    for c, _ in idle:
+        c.close()
     r = get("/health", 5.0)
     record(r.kind == "ok" and r.status == 200, "GET /health right after the flood", f"-> {r} "
            f"(flood took {time.monotonic() - t0:.1f} s)")
@@ -1320,7 +1383,7 @@ def g_stall():
     if not dec_a:
         note("stall", f"/slots shows no busy slot 1.5 s into A's stream: inconclusive")
     t0 = time.monotonic()
-    b, rb, _ = open_stream(32, CHAT)
+    b, rb, _ = open_stream(32, CHAT, extra={"temperature": 2, "seed": 5, "logprobs": True, "top_logprobs": 3})
     if b is None:
         a.close(rst=True)
         return record(False, "second stream beside a never-read one", str(rb))
