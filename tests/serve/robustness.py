@@ -17,16 +17,19 @@ Then it throws at the server, group by group:
                 CRLF, truncated); bodies of max-body (200) and over it (413)
   json          malformed JSON and wrong field types to /v1/chat/completions
                 and /v1/completions: a 400 in OpenAI's error shape whose param
-                or message names the field
-  endpoints     the GET endpoints, /tokenize and /detokenize edge cases,
-                unknown paths and methods, --api-key
+                or message names the field; sampler and option edges (top_k
+                1e9, repeat_last_n 1e9, every token banned...): 200 or 4xx
+  endpoints     the GET endpoints, /tokenize and /detokenize edge cases (each
+                token alone stays valid UTF-8 JSON), unknown paths and
+                methods, --api-key
   slow          slowloris (20 connections trickling a header byte a second)
                 and requests held open mid-header or mid-body: normal
                 requests stay prompt, the slow ones are closed by --timeout
   flood         1000 connections opened and dropped (some mid-request, some
-                reset); the server's threads and descriptors come back down
+                reset); the server's threads and descriptors come back down;
+                1000 pipelined requests on one connection; 200 idle ones held
   stall         a stream whose client never reads (4 KB receive buffer) does
-                not stall another client's stream
+                not stall another client's stream, and is dropped by --timeout
   disconnect    a client leaving mid-stream (FIN and RST), during a
                 non-streaming request, and while queued: /slots shows the
                 slots free again within seconds
@@ -39,7 +42,7 @@ Then it throws at the server, group by group:
   overload      16 concurrent long requests against 2 slots + 8 queued: each
                 answered (200, or 429/503 in the error shape), none hangs
   sigterm       SIGTERM with an idle, a half-sent and a streaming connection:
-                exit 0 within seconds
+                exit 0 within seconds, the stream's chunked body ended whole
 After every group the process must be alive, GET /health must answer 200
 within a few seconds, no slot may stay busy, and the server's output must
 hold no sanitizer report. A crash or hang is reported with the server's last
