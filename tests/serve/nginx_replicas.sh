@@ -114,10 +114,12 @@ http {
   scgi_temp_path $tmp/nginx/scgi;
 
   upstream fucina {
-    # passive health checks: 1 failure takes a replica out for 10 s
-    server 127.0.0.1:$port_a max_fails=1 fail_timeout=10s;
-    server 127.0.0.1:$port_b max_fails=1 fail_timeout=10s;
-    keepalive 8;
+    # the replica with the fewest requests in flight (generations differ in length)
+    least_conn;
+    # passive health checks: 3 failures within 10 s take a replica out for 10 s
+    server 127.0.0.1:$port_a max_fails=3 fail_timeout=10s;
+    server 127.0.0.1:$port_b max_fails=3 fail_timeout=10s;
+    keepalive 16;
   }
   server {
     listen 127.0.0.1:$1;
@@ -131,8 +133,9 @@ http {
       proxy_buffering off;
       proxy_cache off;
       proxy_read_timeout 600s;
-      # a refused or reset connection is retried on the other replica
-      # (POST included: a completion has no side effects)
+      # a refused or reset connection, or a full queue (503 before any work),
+      # is retried on the other replica; POST included: a completion changes
+      # nothing. Once a response has started it is never retried.
       proxy_next_upstream error timeout http_502 http_503 non_idempotent;
       proxy_next_upstream_tries 2;
       proxy_connect_timeout 2s;
@@ -248,7 +251,7 @@ echo "  stream of 200 tokens: first byte, end (s): $timing"
 # one replica dies: requests keep succeeding (nginx retries the refused
 # connection on the other one and then marks the dead one failed)
 kill -9 "$pid_a"
-wait "$pid_a" 2>/dev/null || true
+{ wait "$pid_a" || true; } 2>/dev/null
 b2=$(metric "$port_b" fucina_requests_total)
 all_ok=1
 for i in $(seq 1 8); do
