@@ -408,6 +408,21 @@ test('chat: plain response shape, usage, timings', async () => {
   for (const k of ['prompt_ms', 'predicted_ms']) assert.equal(typeof r.timings[k], 'number', `timings.${k}`);
 });
 
+test('prompt cache: a repeated prompt reports cached_tokens (timings.cache_n); cache_prompt false reads it all', async () => {
+  const body = { model: MODEL_ID, messages: chatMsgs('A prompt to be cached, long enough to count'), max_tokens: 4, ...G };
+  const first = await oa.chat.completions.create(body);
+  const again = await oa.chat.completions.create(body);
+  usageAddsUp(again.usage, 'again');
+  const c = again.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(c >= again.usage.prompt_tokens / 2, `the same prompt again: ${c} of ${again.usage.prompt_tokens} cached`);
+  assert.equal(again.timings.cache_n, c, 'timings.cache_n != cached_tokens');
+  assert.equal(again.timings.prompt_n + again.timings.cache_n, again.usage.prompt_tokens, 'prompt_n + cache_n != prompt_tokens');
+  assert.equal(again.choices[0].message.content, first.choices[0].message.content, 'greedy text changed with the cache');
+  const fresh = await oa.chat.completions.create({ ...body, cache_prompt: false });
+  assert.equal(fresh.usage.prompt_tokens_details.cached_tokens, 0, 'cache_prompt: false still reused the cache');
+  assert.equal(fresh.choices[0].message.content, first.choices[0].message.content);
+});
+
 test('chat: system/user/assistant turns; max_completion_tokens', async () => {
   const r = await oa.chat.completions.create({
     model: MODEL_ID,
@@ -968,17 +983,30 @@ test('a client breaking off a plain (non-streamed) request frees its slot', {
 
 let sigtermStream = 'not run';
 test('SIGTERM: in-flight streams end, exit 0; SIGINT likewise', async () => {
-  // one stream through the SDK, one raw (to see how its body ends)
-  const sc = client(slow);
-  const stream = await sc.completions.create({ model: MODEL_ID, prompt: 'Once upon a time', max_tokens: 400, ...G, stream: true });
-  const it = stream[Symbol.asyncIterator]();
-  await it.next();
+  // a raw stream, to see how its body ends
+  const res = await fetch(`${slow.base}/v1/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 400, ...G, stream: true }),
+  });
+  assert.equal(res.status, 200);
+  const rd = res.body.getReader();
+  const dec = new TextDecoder();
+  let body = dec.decode((await rd.read()).value, { stream: true });
   const ended = (async () => {
     try {
-      for (;;) if ((await it.next()).done) return 'done';
+      for (;;) {
+        const { done, value } = await rd.read();
+        if (done) break;
+        body += dec.decode(value, { stream: true });
+      }
     } catch (e) {
-      return `error ${e.name}`;
+      return `cut (${e.cause?.code ?? e.message})`;
     }
+    const events = body.split('\n\n').filter(Boolean);
+    const last = events.at(-1) ?? '';
+    if (last === 'data: [DONE]') return 'clean: [DONE]';
+    if (last.startsWith('data: {"error"')) return 'clean: an error event';
+    return `clean, but the last event is ${JSON.stringify(last.slice(0, 120))}`;
   })();
   const r = await stopServer(slow, 'SIGTERM');
   assert.equal(r.code, 0, `SIGTERM with a stream in flight: exit ${r.code ?? r.signal} after ${r.ms} ms`);
@@ -991,9 +1019,12 @@ test('SIGTERM: in-flight streams end, exit 0; SIGINT likewise', async () => {
   assert.equal(m.code, 0, `SIGTERM idle: exit ${m.code ?? m.signal}`);
 });
 
-// Not in the spec, and not done yet: on SIGTERM an in-flight stream is cut
-// (the socket closes mid-body: the SDK sees a network error) rather than
-// ended with an error event, a finish_reason or [DONE].
-test('SIGTERM: an in-flight stream ends cleanly', { todo: 'the stream is cut at the socket' }, () => {
-  assert.ok(sigtermStream === 'done' || sigtermStream === 'error APIError', `the SDK's stream ended with: ${sigtermStream}`);
+// docs/SERVE.md: on SIGTERM "a stream gets an error event and ends". Not
+// always yet: about one time in three the socket closes first (no error
+// event, no end of the chunked body; curl says "transfer closed with
+// outstanding read data remaining").
+test('SIGTERM: the in-flight stream ends with an error event (or [DONE]), whole', {
+  todo: 'the stream is sometimes cut at the socket',
+}, () => {
+  assert.match(sigtermStream, /^clean: /, `the stream ended: ${sigtermStream}`);
 });
