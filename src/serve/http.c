@@ -9,11 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct srv_http {
     struct MHD_Daemon *d;
+    atomic_int active; /* requests handed to the handler whose responses are not done */
     srv_http_handler handler;
     void *user;
     size_t max_body;
@@ -25,6 +28,8 @@ typedef struct req_state {
     char *body;
     size_t n, cap;
     int too_large;
+    int counted; /* in srv_http.active */
+    srv_http *server;
 } req_state;
 
 const char *srv_http_header(const srv_http_request *rq, const char *name) {
@@ -114,6 +119,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (!st) {
         st = calloc(1, sizeof *st);
         if (!st) return MHD_NO;
+        st->server = s;
         *con_cls = st;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
@@ -160,6 +166,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     };
     if (st->body) st->body[st->n] = 0;
     srv_http_response o = {.status = 500};
+    st->counted = 1;
+    atomic_fetch_add(&s->active, 1);
     s->handler(s->user, &rq, &o);
     return send_response(c, &o);
 }
@@ -168,6 +176,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     (void)cls, (void)c, (void)toe;
     req_state *st = *con_cls;
     if (!st) return;
+    if (st->counted) atomic_fetch_sub(&st->server->active, 1);
     free(st->body);
     free(st);
     *con_cls = NULL;
@@ -229,6 +238,16 @@ void srv_http_quiesce(srv_http *s) {
     if (!s || !s->d) return;
     const MHD_socket fd = MHD_quiesce_daemon(s->d);
     if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+int srv_http_drain(srv_http *s, int timeout_ms) {
+    if (!s) return 0;
+    for (int waited = 0; atomic_load(&s->active) > 0; waited += 10) {
+        if (waited >= timeout_ms) return -1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
 }
 
 void srv_http_stop(srv_http *s) {

@@ -69,6 +69,9 @@ srv_http *srv_http_start(const srv_http_options *o, srv_http_handler h, void *us
 int srv_http_port(const srv_http *s);
 /* Stop accepting connections (the open ones go on). */
 void srv_http_quiesce(srv_http *s);
+/* Wait until every request handed to the handler has its response sent
+ * (or its connection closed), at most timeout_ms; -1 on the timeout. */
+int srv_http_drain(srv_http *s, int timeout_ms);
 /* Close everything and wait for the connections' threads. */
 void srv_http_stop(srv_http *s);
 

@@ -126,6 +126,9 @@ out:
      * get an error or the end of their stream), then close the rest */
     srv_http_quiesce(http);
     srv_engine_stop(sv.eng);
+    /* the streams write their last event and the waiting requests their
+     * answer before the connections close */
+    if (srv_http_drain(http, 5000)) fprintf(stderr, "fucina serve: some responses were still being sent: cut\n");
     srv_http_stop(http);
     srv_engine_free(sv.eng);
     if (sv.model) fc_llm_model_free(sv.model);
