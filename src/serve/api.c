@@ -480,21 +480,28 @@ static void head_json(srv_server *sv, fj_buf *b, const char *id, int64_t created
     fj_strs(b, "fucina-" FUCINA_VERSION_STRING);
 }
 
-/* Wait until r has text, log-probabilities or an end beyond what was seen.
- * -1 when the client hung up meanwhile. */
-static int wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd) {
+/* Wait until r has text, log-probabilities or an end beyond what was seen
+ * (until_end: until it ends). -1 when the client hung up meanwhile: the
+ * socket is checked every 50 ms of waiting, however often tokens arrive. */
+static int wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int until_end) {
+    struct timespec next;
+    clock_gettime(CLOCK_REALTIME, &next);
     pthread_mutex_lock(&r->mu);
-    while (r->n_text == seen_text && r->n_lp == seen_lp && r->finish == SRV_FINISH_NONE) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->n_text == seen_text && r->n_lp == seen_lp && r->finish == SRV_FINISH_NONE) {
+    for (;;) {
+        if (r->finish != SRV_FINISH_NONE) break;
+        if (!until_end && (r->n_text != seen_text || r->n_lp != seen_lp)) break;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec >= next.tv_nsec)) {
             pthread_mutex_unlock(&r->mu);
             if (srv_http_client_gone(fd)) return -1;
             pthread_mutex_lock(&r->mu);
+            next = now;
+            next.tv_nsec += 50 * 1000 * 1000;
+            if (next.tv_nsec >= 1000000000L) next.tv_sec++, next.tv_nsec -= 1000000000L;
+            continue;
         }
+        pthread_cond_timedwait(&r->cv, &r->mu, &next);
     }
     pthread_mutex_unlock(&r->mu);
     return 0;
@@ -606,7 +613,7 @@ static ssize_t stream_read(void *self, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (s->phase == 2) return 0;
-        if (s->phase == 1 && wait_news(s->r, s->seen_text, s->seen_lp, s->fd)) {
+        if (s->phase == 1 && wait_news(s->r, s->seen_text, s->seen_lp, s->fd, 0)) {
             srv_req_cancel(s->r);
             return -1;
         }
@@ -746,18 +753,10 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         out->stream = (srv_http_stream){s, stream_read, stream_free};
         goto done;
     }
-    for (size_t seen_text = 0, seen_lp = 0;;) {
-        if (wait_news(r, seen_text, seen_lp, rq->fd)) {
-            srv_req_cancel(r);
-            api_error(out, 499, "invalid_request_error", NULL, "the client closed the connection");
-            goto done;
-        }
-        pthread_mutex_lock(&r->mu);
-        seen_text = r->n_text;
-        seen_lp = r->n_lp;
-        const srv_finish f = r->finish;
-        pthread_mutex_unlock(&r->mu);
-        if (f != SRV_FINISH_NONE) break;
+    if (wait_news(r, 0, 0, rq->fd, 1)) {
+        srv_req_cancel(r);
+        api_error(out, 499, "invalid_request_error", NULL, "the client closed the connection");
+        goto done;
     }
     if (r->finish == SRV_FINISH_ERROR) {
         api_error(out, 500, "server_error", NULL, "%s", r->error);
