@@ -1091,9 +1091,11 @@ void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response 
     srv_server *sv = server;
     const route *rt = NULL;
     char allow[64] = "";
+    /* HEAD is GET without the body (libmicrohttpd drops it) */
+    const char *method = !strcmp(rq->method, "HEAD") ? "GET" : rq->method;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(routes[i].path, rq->path)) {
-            if (!strcmp(routes[i].method, rq->method)) rt = &routes[i];
+            if (!strcmp(routes[i].method, method)) rt = &routes[i];
             else snprintf(allow, sizeof allow, "%s, OPTIONS", routes[i].method);
         }
     if (!rt && allow[0] && !strcmp(rq->method, "OPTIONS")) {
