@@ -355,6 +355,26 @@ else describe('fucina serve: the chat page in Chromium', () => {
     assert.equal(await page.inputValue('[data-testid="seed"]'), '7', 'the settings stay');
   });
 
+  test('a reply the server ends early says why, and keeps what came', async (t) => {
+    await setting('max_tokens', 2000);
+    await say('One more long one');
+    await page.waitForFunction(() => {
+      const all = document.querySelectorAll('[data-testid="message"]');
+      const m = all[all.length - 1];
+      return m.dataset.state !== 'streaming' || m.querySelector('[data-testid="content"]').textContent.length > 0;
+    }, null, { timeout: 30_000 });
+    assert.equal(await lastReply().getAttribute('data-state'), 'streaming', `the reply is complete already; ${TOO_FAST}`);
+    // SIGTERM ends the requests in flight: the page must show the stream's error
+    // event (or the cut connection), not hang or pass it off as a reply.
+    await stopServer(server.child);
+    assert.equal(await replyEnds(10_000), 'error');
+    const why = await lastReply().locator('[data-testid="message-error"]').textContent();
+    assert.ok(why.trim().length > 0, 'the error is said');
+    t.diagnostic(`shown: ${why}`);
+    assert.ok((await lastReply().locator('[data-testid="content"]').textContent()).length > 0, 'the partial reply stays');
+    assert.equal(await page.locator('[data-testid="send"]').isVisible(), true, 'Send is back');
+  });
+
   test('no script error on the page', () => {
     assert.deepEqual(pageErrors, []);
   });
