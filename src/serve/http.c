@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -108,6 +109,38 @@ static enum MHD_Result send_plain(struct MHD_Connection *c, int status, const ch
     return send_response(c, &o);
 }
 
+/* What libmicrohttpd lets through and HTTP forbids: a header with an empty
+ * name, and two Content-Lengths that differ (a proxy in front may read the
+ * other one: request smuggling). The error body, or NULL. */
+typedef struct header_scan {
+    int empty_name;
+    const char *content_length;
+    int conflicting;
+} header_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    header_scan *h = cls;
+    if (!key || !*key) h->empty_name = 1;
+    else if (!strcasecmp(key, "Content-Length")) {
+        if (h->content_length && strcmp(h->content_length, value ? value : "")) h->conflicting = 1;
+        h->content_length = value ? value : "";
+    }
+    return MHD_YES;
+}
+
+static const char *check_headers(struct MHD_Connection *c) {
+    header_scan h = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &h);
+    if (h.empty_name)
+        return "{\"error\":{\"message\":\"a request header has an empty name\",\"type\":\"invalid_request_error\","
+               "\"param\":null,\"code\":null}}";
+    if (h.conflicting)
+        return "{\"error\":{\"message\":\"two Content-Length headers that differ\",\"type\":\"invalid_request_error\","
+               "\"param\":null,\"code\":null}}";
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     (void)version;
@@ -121,6 +154,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!st) return MHD_NO;
         st->server = s;
         *con_cls = st;
+        const char *bad = check_headers(c);
+        if (bad) {
+            st->too_large = 1; /* nothing of the body is read */
+            return send_plain(c, 400, bad);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
@@ -133,12 +171,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size) {
         if (!st->too_large) {
             if (st->n + *upload_size > s->max_body) {
-                st->too_large = 1;
+                /* a chunked body: read and drop the rest, answer at its end
+                 * (libmicrohttpd takes no response in the middle of an upload) */
+                st->too_large = 2;
                 free(st->body);
                 st->body = NULL;
                 st->n = st->cap = 0;
                 *upload_size = 0;
-                return send_plain(c, 413, too_large);
+                return MHD_YES;
             }
             if (st->n + *upload_size + 1 > st->cap) {
                 size_t cap = st->cap ? st->cap : 4096;
@@ -154,7 +194,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (st->too_large) return MHD_YES; /* the 413 is queued already */
+    if (st->too_large == 2) return send_plain(c, 413, too_large);
+    if (st->too_large) return MHD_YES; /* the answer is queued already */
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     srv_http_request rq = {
         .method = method,
@@ -220,6 +261,7 @@ srv_http *srv_http_start(const srv_http_options *o, srv_http_handler h, void *us
                             MHD_OPTION_EXTERNAL_LOGGER, quiet_log, s,                              //
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)512 * 1024,                      //
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, 256u,                                  //
+                            MHD_OPTION_STRICT_FOR_CLIENT, 1,                                       //
                             MHD_OPTION_END);
     if (!s->d) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine)", host,

@@ -321,7 +321,11 @@ static fj_val *parse_object(parser *p) {
         size_t klen;
         if (parse_string(p, &key, &klen)) return NULL;
         for (size_t k = 0; k < v->len; k++)
-            if (v->key_lens[k] == klen && !memcmp(v->keys[k], key, klen)) return fail(p, "a duplicate object key");
+            if (v->key_lens[k] == klen && !memcmp(v->keys[k], key, klen)) {
+                char why[96];
+                snprintf(why, sizeof why, "a duplicate object key '%.*s'", klen > 48 ? 48 : (int)klen, key);
+                return fail(p, why);
+            }
         skip_ws(p);
         if (p->i >= p->n || p->s[p->i] != ':') return fail(p, "expected ':' after an object key");
         p->i++;
