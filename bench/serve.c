@@ -13,9 +13,12 @@
  *            of ONE llama_decode holding one token per sequence, greedy.
  *
  * The rates (bench/README.md gives the exact definitions):
- *   ours  sum over streams of (predicted_n - 1) / (the time the last stream
- *         ended - the time the last stream got its first token), both
- *         taken by the client as the SSE events arrive
+ *   ours  the tokens generated between the moment the last stream got its
+ *         first token and the moment the last stream ended, over that time,
+ *         taken by the client as the SSE events arrive (each event with
+ *         text is one token when the server kept up, and then the count is
+ *         exact); `ours-all` also counts what earlier streams generated
+ *         before that window opened
  *   peer  N * (gen - 1) / the time of the gen - 1 lockstep steps
  * The first token comes with the prompt on both sides, so neither counts
  * it. A stream that ends before gen tokens (an end-of-generation token:
@@ -325,6 +328,11 @@ typedef struct call {
     long predicted_n, prompt_n;
     double prompt_ms, predicted_ms;
     char err[256];
+    /* arrival times of the events that carry text: one per token, except
+     * when a token's text is held back (part of a UTF-8 character) and goes
+     * out with the next one's */
+    double *ev_t;
+    size_t n_ev, cap_ev;
     /* the body as it arrives: SSE events are cut off it as they complete */
     char *acc;
     size_t n, cap;
@@ -420,6 +428,20 @@ static void on_json(call *k, const char *json, double t)
         k->prompt_ms = num_after(json, "\"prompt_ms\":", NAN);
         k->predicted_ms = num_after(json, "\"predicted_ms\":", NAN);
         k->t_end = t;
+    }
+    const char *x = strstr(json, "\"text\":\"");
+    if (x && x[strlen("\"text\":\"")] != '"' && k->sse) {
+        if (k->n_ev == k->cap_ev) {
+            size_t cap = k->cap_ev ? 2 * k->cap_ev : 256;
+            double *q = realloc(k->ev_t, cap * sizeof *q);
+            if (!q) {
+                snprintf(k->err, sizeof k->err, "out of memory");
+                return;
+            }
+            k->ev_t = q;
+            k->cap_ev = cap;
+        }
+        k->ev_t[k->n_ev++] = t;
     }
 }
 
@@ -565,7 +587,9 @@ static void call_free(call *k)
 {
     free(k->body);
     free(k->acc);
+    free(k->ev_t);
     k->body = k->acc = NULL;
+    k->ev_t = NULL;
 }
 
 static void *call_thread(void *arg)
@@ -651,8 +675,10 @@ static char *make_prompt(fc_ctx *ctx, const fc_tokenizer *tok, int i, long n, lo
 /* ---- ours: one round through the server ---------------------------------------- */
 
 typedef struct ours_round {
-    double ts;          /* aggregate decode tokens/s; NaN: no window */
-    long tokens;        /* generated after each stream's first token */
+    double ts;          /* aggregate decode tokens/s, tokens counted in the window; NaN: no window */
+    double ts_all;      /* every token after each stream's first over the same window */
+    long tokens;        /* generated in the window (see ours_decode) */
+    long merged;        /* tokens that had no text event of their own */
     int short_streams;  /* streams that ended before gen tokens */
     double spread_ms;   /* last first token - first first token */
     double ttft_ms;     /* a new request's, while N - 1 streams decode */
@@ -682,20 +708,40 @@ static int ours_decode(const server *sv, char *const *prompts, int N, long gen, 
         goto out;
     }
     double first_max = 0, first_min = INFINITY, end_max = 0;
-    r->tokens = 0;
+    long all = 0;
+    r->tokens = r->merged = 0;
     r->short_streams = 0;
     for (int i = 0; i < N; i++) {
         char what[48];
         snprintf(what, sizeof what, "stream %d of %d", i + 1, N);
         if (!call_ok(&k[i], what)) goto out;
         if (k[i].predicted_n != gen || strcmp(k[i].finish, "length")) r->short_streams++;
-        r->tokens += k[i].predicted_n > 0 ? k[i].predicted_n - 1 : 0;
+        all += k[i].predicted_n > 0 ? k[i].predicted_n - 1 : 0;
+        r->merged += k[i].predicted_n - (long)k[i].n_ev;
         first_max = k[i].t_first > first_max ? k[i].t_first : first_max;
         first_min = k[i].t_first < first_min ? k[i].t_first : first_min;
         end_max = k[i].t_end > end_max ? k[i].t_end : end_max;
     }
+    /* the window starts when the last stream has its first token: the
+     * tokens an earlier stream generated before it are not in it. A stream
+     * whose every token had its own text event is counted exactly, by its
+     * events in the window; one that had fewer events than tokens (text held
+     * back, or tokens coming faster than its connection wrote them) by its
+     * tokens after the first, times the part of its decode time that lies in
+     * the window */
+    double in_window = 0;
+    for (int i = 0; i < N; i++) {
+        if ((long)k[i].n_ev >= k[i].predicted_n) {
+            for (size_t e = 0; e < k[i].n_ev; e++) in_window += k[i].ev_t[e] > first_max;
+        } else if (k[i].t_end > k[i].t_first && k[i].predicted_n > 1) {
+            const double from = k[i].t_first > first_max ? k[i].t_first : first_max;
+            in_window += (double)(k[i].predicted_n - 1) * (k[i].t_end - from) / (k[i].t_end - k[i].t_first);
+        }
+    }
+    r->tokens = (long)(in_window + 0.5);
     r->spread_ms = 1e3 * (first_max - first_min);
-    r->ts = end_max > first_max ? (double)r->tokens / (end_max - first_max) : NAN;
+    r->ts = end_max > first_max ? in_window / (end_max - first_max) : NAN;
+    r->ts_all = end_max > first_max ? (double)all / (end_max - first_max) : NAN;
     rc = 0;
 out:
     for (int i = 0; k && i < N; i++) call_free(&k[i]);
@@ -936,6 +982,8 @@ static double peer_run(peer *p, long gen)
 typedef struct result {
     int N;
     double ours_ts, llama_ts, ours_cv, llama_cv;
+    double ours_ts_all; /* the rate counting every token after each stream's first */
+    long merged;        /* tokens without a text event of their own (the most in any round) */
     int short_streams; /* the most in any round */
     double spread_ms, ttft_ms, one_ms, one_prompt_ms, overhead_ms;
     int llama_eog; /* sequences whose greedy path met an end-of-generation token (most in any round) */
@@ -977,7 +1025,7 @@ static int run_case(const sopts *o, const char *model, peer *pm, char *const *pr
         }
         r->llama_n_ctx_seq = pc.n_ctx_seq;
     }
-    double ts[MAX_ROUNDS], lts[MAX_ROUNDS], spread[MAX_ROUNDS], ttft[MAX_ROUNDS], one[MAX_ROUNDS], onep[MAX_ROUNDS],
+    double ts[MAX_ROUNDS], ts_all[MAX_ROUNDS], lts[MAX_ROUNDS], spread[MAX_ROUNDS], ttft[MAX_ROUNDS], one[MAX_ROUNDS], onep[MAX_ROUNDS],
         ovh[MAX_ROUNDS];
     for (long round = 0; round < o->rounds; round++) {
         ours_round orr = {0};
@@ -985,6 +1033,8 @@ static int run_case(const sopts *o, const char *model, peer *pm, char *const *pr
         if (ours_ttft(&sv, prompts, N, o->gen, prompts[N], &orr.ttft_ms)) goto out;
         if (ours_one(&sv, prompts[N + 1], &orr.one_ms, &orr.one_prompt_ms)) goto out;
         ts[round] = orr.ts;
+        ts_all[round] = orr.ts_all;
+        r->merged = orr.merged > r->merged ? orr.merged : r->merged;
         spread[round] = orr.spread_ms;
         ttft[round] = orr.ttft_ms;
         one[round] = orr.one_ms;
@@ -1003,6 +1053,7 @@ static int run_case(const sopts *o, const char *model, peer *pm, char *const *pr
     const size_t n = (size_t)o->rounds;
     r->ours_ts = fcb_median(ts, n);
     r->ours_cv = fcb_cv(ts, n);
+    r->ours_ts_all = fcb_median(ts_all, n);
     r->spread_ms = fcb_median(spread, n);
     r->ttft_ms = fcb_median(ttft, n);
     r->one_ms = fcb_median(one, n);
@@ -1021,19 +1072,20 @@ out:
 
 static void print_header(void)
 {
-    printf("  %4s %10s %10s %7s %7s %7s %5s %9s %8s %8s %8s %8s\n", "N", "ours t/s", "llama t/s", "ratio",
-           "cv-ours", "cv-llm", "short", "spread-ms", "ttft-ms", "1tok-ms", "prmpt-ms", "ovh-ms");
+    printf("  %4s %10s %10s %7s %7s %7s %9s %5s %9s %8s %8s %8s %8s\n", "N", "ours t/s", "llama t/s", "ratio",
+           "cv-ours", "cv-llm", "ours-all", "short", "spread-ms", "ttft-ms", "1tok-ms", "prmpt-ms", "ovh-ms");
 }
 
 static void print_row(const result *r)
 {
-    char lt[16], ratio[16], cvl[16], ot[16], cvo[16];
+    char lt[16], ratio[16], cvl[16], ot[16], cvo[16], oa[16];
     fmt_or_dash(ot, sizeof ot, "%.2f", r->ours_ts);
+    fmt_or_dash(oa, sizeof oa, "%.2f", r->ours_ts_all);
     fmt_or_dash(cvo, sizeof cvo, "%.1f%%", 100 * r->ours_cv);
     fmt_or_dash(lt, sizeof lt, "%.2f", r->llama_ts);
     fmt_or_dash(ratio, sizeof ratio, "%.2fx", r->ours_ts / r->llama_ts);
     fmt_or_dash(cvl, sizeof cvl, "%.1f%%", 100 * r->llama_cv);
-    printf("  %4d %10s %10s %7s %7s %7s %5d %9.1f %8.1f %8.1f %8.1f %8.1f\n", r->N, ot, lt, ratio, cvo, cvl,
+    printf("  %4d %10s %10s %7s %7s %7s %9s %5d %9.1f %8.1f %8.1f %8.1f %8.1f\n", r->N, ot, lt, ratio, cvo, cvl, oa,
            r->short_streams, r->spread_ms, r->ttft_ms, r->one_ms, r->one_prompt_ms, r->overhead_ms);
     fflush(stdout);
 }
@@ -1057,9 +1109,10 @@ int fcb_cmd_serve(int argc, char **argv)
     for (int i = 0; i < o.nstreams; i++) maxN = o.streams[i] > maxN ? o.streams[i] : maxN;
     printf("server: %s; -t %ld, f16 KV; %ld rounds alternating (ours, llama.cpp), medians\n", o.fucina, o.threads,
            o.rounds);
-    printf("streams: --gen %ld tokens each (temperature 0), prompts of >= %ld tokens; ours t/s = sum(predicted_n - 1) "
-           "/ (last end - last first token);\nllama t/s = N * (gen - 1) / time of the lockstep steps. short = streams "
-           "that ended before --gen tokens (counted as they are)\n",
+    printf("streams: --gen %ld tokens each (temperature 0), prompts of >= %ld tokens. Window = from the last stream's "
+           "first token to the last end;\nours t/s = text events in the window / its length; ours-all = "
+           "sum(predicted_n - 1) / its length (counts what earlier streams\ngenerated before it); llama t/s = N * "
+           "(gen - 1) / time of the lockstep steps; short = streams that ended before --gen tokens\n",
            o.gen, o.prompt_tokens);
     fcb_json j = {0};
     if (o.json) {
@@ -1152,6 +1205,8 @@ int fcb_cmd_serve(int argc, char **argv)
                 fcb_json_num(&j, "llama_ts", r->llama_ts);
                 fcb_json_num(&j, "ratio", r->ours_ts / r->llama_ts);
                 fcb_json_num(&j, "ours_cv", r->ours_cv);
+                fcb_json_num(&j, "ours_ts_all", r->ours_ts_all);
+                fcb_json_int(&j, "merged_tokens", r->merged);
                 fcb_json_num(&j, "llama_cv", r->llama_cv);
                 fcb_json_int(&j, "short_streams", r->short_streams);
                 fcb_json_num(&j, "first_token_spread_ms", r->spread_ms);
