@@ -503,7 +503,9 @@ static int parse_tensors(cur *c, fc_gguf *g, uint64_t n_t, uint64_t fsize)
 
 static fc_gguf *g_open(const g_src *o, int flags)
 {
-    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO would block open() until a writer came; fstat refuses
+     * it below, and the flag is cleared for the regular file. */
+    int fd = open(o->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return g_fail(o, FC_ERR_IO, "cannot open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
@@ -513,6 +515,12 @@ static fc_gguf *g_open(const g_src *o, int flags)
     }
     if (!S_ISREG(sb.st_mode)) {
         g_fail(o, FC_ERR_IO, "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        g_fail(o, FC_ERR_IO, "cannot clear O_NONBLOCK: %s", strerror(errno));
         close(fd);
         return NULL;
     }

@@ -381,7 +381,9 @@ static void st_free(fc_safetensors *f)
 
 static fc_safetensors *st_open(const st_src *o, int flags)
 {
-    int fd = open(o->path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO would block open() until a writer came; fstat refuses
+     * it below, and the flag is cleared for the regular file. */
+    int fd = open(o->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return st_fail(o, FC_ERR_IO, "cannot open: %s", strerror(errno));
     fc_safetensors *f = NULL;
     char *hdr = NULL;
@@ -394,6 +396,11 @@ static fc_safetensors *st_open(const st_src *o, int flags)
     }
     if (!S_ISREG(sb.st_mode)) {
         st_fail(o, FC_ERR_IO, "not a regular file");
+        goto fail;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        st_fail(o, FC_ERR_IO, "cannot clear O_NONBLOCK: %s", strerror(errno));
         goto fail;
     }
     uint64_t fsize = (uint64_t)sb.st_size;

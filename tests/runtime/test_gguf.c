@@ -241,6 +241,23 @@ Test(gguf, getter_errors)
     fc_gguf_close(g);
 }
 
+/* A FIFO (or any non-regular file) is refused at once, naming the path: the
+ * open must not block waiting for a writer (the timeout turns a regression
+ * into a failure instead of a hang). The loader and the CLI go through here. */
+Test(gguf, fifo_refused, .timeout = 10)
+{
+    cr_assert_eq(mkfifo(P("model.fifo"), 0600), 0, "mkfifo: %s", strerror(errno));
+    cr_assert_null(fc_gguf_open(ctx, P("model.fifo"), 0));
+    expect_status(fc_ctx_status(ctx), FC_ERR_IO, "not a regular file", "model.fifo");
+    cr_assert_null(fc_gguf_open(ctx, P("model.fifo"), FC_GGUF_READ));
+    expect_status(fc_ctx_status(ctx), FC_ERR_IO, "not a regular file", "model.fifo");
+    cr_assert_null(fc_llm_model_load(ctx, P("model.fifo")));
+    expect_status(fc_ctx_status(ctx), FC_ERR_IO, "not a regular file", "model.fifo");
+    cr_assert_null(fc_safetensors_open(ctx, P("model.fifo"), 0));
+    expect_status(fc_ctx_status(ctx), FC_ERR_IO, "not a regular file", "model.fifo");
+    cr_assert_eq(unlink(P("model.fifo")), 0);
+}
+
 Test(gguf, tensor_outlives_handle)
 {
     fc_gguf *g = fc_gguf_open(ctx, G("reference_v3.gguf"), 0);
