@@ -43,7 +43,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("fucina %s\n", FUCINA_VERSION_STRING);
+        printf("fucina %s\n", fc_version()); /* the library's, not the headers' */
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
