@@ -10,6 +10,7 @@
 #include "dispatch/dispatch.h"
 #include "fct_golden.h"
 #include "fucina/dispatch.h"
+#include "fucina/fucina.h"
 
 static int rank_of(const char *isa)
 {
@@ -83,4 +84,32 @@ Test(dispatch, fucina_info_honours_fucina_isa)
     snprintf(cmd, sizeof cmd, "FUCINA_ISA=bogus '%s' info 2>&1", cli);
     cr_expect_eq(fct_run(cmd, out, sizeof out), 2, "%s", out);
     cr_expect(strstr(out, "bogus") && strstr(out, "valid values") && strstr(out, "scalar"), "%s", out);
+}
+
+/* An invalid FUCINA_ISA fails every context, as an invalid FUCINA_THREADS
+ * does (it used to be reported only by `fucina info` while every kernel ran
+ * scalar): fc_ctx_new returns NULL naming the variable, the value and the
+ * valid names. Each Criterion test runs in a fresh process, so the table is
+ * resolved here, after setenv. */
+Test(dispatch, invalid_fucina_isa_fails_fc_ctx_new)
+{
+    cr_assert_eq(setenv("FUCINA_ISA", "AVX2", 1), 0);
+    char err[512] = "";
+    fc_ctx *ctx = fc_ctx_new(NULL, err, sizeof err);
+    cr_assert_null(ctx, "a context despite FUCINA_ISA=AVX2");
+    cr_expect(strstr(err, "FUCINA_ISA='AVX2'") && strstr(err, "valid values") && strstr(err, "scalar"), "%s", err);
+    for (int i = 0; i < FCK_ISA_COUNT; i++)
+        if (fck_isa_table[i].cap == (fck_isa)i) cr_expect(strstr(err, fck_isa_table[i].name) != NULL, "%s", err);
+    cr_expect_eq(fc_dispatch_init(), FC_ERR_ENV);
+}
+
+Test(dispatch, invalid_fucina_isa_fails_the_cli)
+{
+    const char *cli = getenv("FUCINA_FUCINA_CLI");
+    if (!cli) cr_skip_test("FUCINA_FUCINA_CLI is not set (run through ctest)");
+    static char out[1 << 16];
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "FUCINA_ISA=bogus '%s' demo spirals --optimizer sgd --steps 1 --min-accuracy 0 2>&1", cli);
+    cr_expect_neq(fct_run(cmd, out, sizeof out), 0, "%s", out);
+    cr_expect(strstr(out, "FUCINA_ISA='bogus'") && strstr(out, "valid values"), "%s", out);
 }

@@ -45,7 +45,7 @@ typedef struct fc_ctx_options {
 #define FC_POOL_OFF ((size_t)1)
 
 /* A context; `opts` may be NULL. Returns NULL on failure with the reason in
- * `err` (e.g. a bad FUCINA_THREADS) when err is not NULL. */
+ * `err` (e.g. a bad FUCINA_THREADS or FUCINA_ISA) when err is not NULL. */
 FC_API fc_ctx *fc_ctx_new(const fc_ctx_options *opts, char *err, size_t errlen);
 /* Frees the context. Tensors still adopted by open scopes are released;
  * every other tensor must have been released before. */

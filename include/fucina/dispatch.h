@@ -3,8 +3,9 @@
  * Every (kernel, dtype) slot resolves once, on first use, to the best arm the
  * CPU and OS support. FUCINA_ISA=scalar|avx2|avx_vnni|avx512|neon caps the
  * choice (an arm above the cap is never chosen; a cap above what the CPU has
- * changes nothing). An unknown FUCINA_ISA value is an error: the table then
- * resolves with the scalar cap and fc_dispatch_error() says what was wrong. */
+ * changes nothing). An unknown FUCINA_ISA value is an error: fc_ctx_new
+ * fails with it (as with a bad FUCINA_THREADS), the table resolves with the
+ * scalar cap and fc_dispatch_error() says what was wrong. */
 #ifndef FUCINA_DISPATCH_H
 #define FUCINA_DISPATCH_H
 

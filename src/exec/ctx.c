@@ -9,6 +9,7 @@
  * bytes kept; a release beyond it goes back to the allocator. */
 #include "exec/ctx.h"
 #include "exec/attention.h"
+#include "fucina/dispatch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,12 @@ fc_ctx *fc_ctx_new(const fc_ctx_options *opts, char *err, size_t errlen)
     if (opts) o = *opts;
     if (o.threads < 0 || o.threads > 1024) {
         if (err) snprintf(err, errlen, "fc_ctx_new: threads = %d is out of range (0 for the default, 1..1024)", o.threads);
+        return NULL;
+    }
+    /* An invalid FUCINA_ISA fails here, as a bad FUCINA_THREADS does below:
+     * otherwise every kernel would silently run with the scalar cap. */
+    if (fc_dispatch_init() != FC_OK) {
+        if (err) snprintf(err, errlen, "fc_ctx_new: %s", fc_dispatch_error());
         return NULL;
     }
     int threads = o.threads;
