@@ -42,9 +42,14 @@ FC_API int fc_tensor_requires_grad(const fc_tensor *t);
 /* 1 when t is a variable (requires grad, made by no op). */
 FC_API int fc_tensor_is_leaf(const fc_tensor *t);
 
-/* The gradient accumulated in variable t (a new reference to the live
- * gradient tensor: later passes add into it), or NULL when none was
- * accumulated yet. Same named shape as t. */
+/* The gradient accumulated in variable t so far, or NULL when none was
+ * accumulated yet (or t is no variable). A new tensor, adopted by the open
+ * scope like any op's result, viewing the gradient's memory as of this
+ * call; same named shape as t. Later passes do not add into that memory:
+ * a pass, fc_set_grad and fc_zero_grad replace t's gradient (by a new
+ * tensor, or none), so the returned one keeps this call's values (call
+ * fc_grad again after a pass). Writing through it changes t's gradient
+ * until that is replaced. */
 FC_API fc_tensor *fc_grad(fc_ctx *ctx, fc_tensor *t);
 /* Forget t's accumulated gradient. */
 FC_API void fc_zero_grad(fc_ctx *ctx, fc_tensor *t);
