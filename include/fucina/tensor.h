@@ -103,11 +103,13 @@ FC_API size_t fc_tensor_nbytes(const fc_tensor *t); /* numel * element size */
 FC_API int fc_tensor_is_contiguous(const fc_tensor *t);
 /* The first element. Row-major data only when fc_tensor_is_contiguous. */
 FC_API void *fc_tensor_data(const fc_tensor *t);
-/* "f32[batch=32, in=784]" into buf; returns buf. */
+/* "f32[batch=32, in=784]" into buf; returns buf (writes nothing when buf is
+ * NULL or len 0). */
 FC_API char *fc_tensor_describe(const fc_tensor *t, char *buf, size_t len);
 /* Copy the elements in row-major order into dst (nbytes = fc_tensor_nbytes). */
 FC_API fc_status fc_tensor_read(fc_ctx *ctx, const fc_tensor *t, void *dst, size_t nbytes);
-/* One element, converted to double; idx has one entry per axis. */
+/* One element, converted to double; idx has one entry per axis (may be NULL
+ * at rank 0). NaN if t is NULL, idx is NULL at rank > 0 or out of range. */
 FC_API double fc_tensor_get(const fc_tensor *t, const int64_t *idx);
 /* The only element of a one-element tensor, as double (NaN if not one). */
 FC_API double fc_tensor_item(const fc_tensor *t);

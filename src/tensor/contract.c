@@ -100,6 +100,7 @@ static fc_tensor *einsum_impl(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const cha
         return fc_fail(ctx, FC_ERR_DTYPE, "%s: a must be f32 and b f32, f16 or bf16 (either may be block-quantized): "
                        "%s and %s", op, fct_describe(a, d1, sizeof d1), fct_describe(b, d2, sizeof d2));
     if (n < 0 || n > FC_MAX_RANK) return fc_fail(ctx, FC_ERR_SHAPE, "%s: %d output axes (0..%d)", op, n, FC_MAX_RANK);
+    if (n > 0 && !out) return fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: the output axis list is NULL (n = %d)", op, n);
     const char *on[FC_MAX_RANK];
     for (int i = 0; i < n; i++) {
         on[i] = fct_name(ctx, op, out[i]);

@@ -220,6 +220,7 @@ static fc_tensor *reduce_impl(fc_ctx *ctx, red_kind kind, fc_tensor *x, const ch
 {
     const char *op = red_name(kind);
     if (!ctx || !x) return NULL;
+    if (n > 0 && !axes) return fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: the axis list is NULL (n = %d)", op, n);
     char d[FCT_DESC_MAX];
     int integer = !fc_dtype_is_float(x->dtype);
     if (integer && kind != RED_SUM && kind != RED_MAX && kind != RED_MIN && kind != RED_ARGMAX && kind != RED_ARGMIN)

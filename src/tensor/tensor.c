@@ -115,7 +115,11 @@ char *fct_describe(const fc_tensor *t, char *buf, size_t len)
     return buf;
 }
 
-char *fc_tensor_describe(const fc_tensor *t, char *buf, size_t len) { return fct_describe(t, buf, len); }
+char *fc_tensor_describe(const fc_tensor *t, char *buf, size_t len)
+{
+    if (!buf || !len) return buf; /* nowhere to write */
+    return fct_describe(t, buf, len);
+}
 
 const char *fct_name(fc_ctx *ctx, const char *op, const char *name)
 {
@@ -178,6 +182,7 @@ fc_tensor *fc_empty_pos(fc_ctx *ctx, fc_dtype dt, int rank, const int64_t *sizes
     if (!ctx || fct_block_refuse_dtype(ctx, "fc_empty_pos", dt)) return NULL;
     if (rank < 0 || rank > FC_MAX_RANK)
         return fc_fail(ctx, FC_ERR_SHAPE, "fc_empty_pos: rank %d is out of range (0..%d)", rank, FC_MAX_RANK);
+    if (rank > 0 && !sizes) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_empty_pos: the sizes are NULL (rank %d)", rank);
     for (int i = 0; i < rank; i++) dims[i] = (fc_dim){NULL, sizes[i]};
     return fc_empty(ctx, dt, dims, rank);
 }
@@ -283,7 +288,7 @@ void *fc_tensor_data(const fc_tensor *t) { return t ? fct_ptr(t) : NULL; }
 
 double fc_tensor_get(const fc_tensor *t, const int64_t *idx)
 {
-    if (!t) return NAN;
+    if (!t || (t->rank > 0 && !idx)) return NAN;
     int64_t off = 0;
     for (int i = 0; i < t->rank; i++) {
         if (idx[i] < 0 || idx[i] >= t->dim[i]) return NAN;

@@ -74,6 +74,7 @@ fc_tensor *fc_permute(fc_ctx *ctx, fc_tensor *t, const char *const *order, int n
     if (n != t->rank)
         return fc_fail(ctx, FC_ERR_AXIS, "fc_permute: %d axes given for %s; name every axis once", n,
                        fct_describe(t, d, sizeof d));
+    if (n > 0 && !order) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_permute: the axis order is NULL (n = %d)", n);
     int src[FC_MAX_RANK];
     for (int i = 0; i < n; i++) {
         src[i] = fct_axis(ctx, "fc_permute", t, order[i]);
@@ -267,6 +268,7 @@ fc_tensor *fc_rename_all(fc_ctx *ctx, fc_tensor *t, const char *const *names, in
     char d[FCT_DESC_MAX];
     if (n != t->rank)
         return fc_fail(ctx, FC_ERR_AXIS, "fc_rename_all: %d names given for %s", n, fct_describe(t, d, sizeof d));
+    if (n > 0 && !names) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_rename_all: the name list is NULL (n = %d)", n);
     const char *in[FC_MAX_RANK];
     for (int i = 0; i < n; i++) {
         in[i] = fct_name(ctx, "fc_rename_all", names[i]);
@@ -330,6 +332,7 @@ fc_tensor *fc_merge_axes(fc_ctx *ctx, fc_tensor *t, const char *const *axes, int
     FCT_NULLCHK(ctx, t);
     char d[FCT_DESC_MAX];
     if (n < 1) return fc_fail(ctx, FC_ERR_AXIS, "fc_merge_axes: no axes given");
+    if (!axes) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_merge_axes: the axis list is NULL (n = %d)", n);
     int first = fct_axis(ctx, "fc_merge_axes", t, axes[0]);
     if (first < 0) return NULL;
     for (int i = 1; i < n; i++) {

@@ -417,3 +417,39 @@ Test(ops, integer_reductions)
     fc_ctx_clear_error(ctx);
     fc_release(x); fc_release(s); fc_release(m); fc_release(a); fc_release(n);
 }
+
+/* A NULL axis list with a non-zero count is refused (FC_ERR_INVALID_ARG,
+ * naming the op), as a NULL shape is elsewhere; it used to be dereferenced. */
+static void expect_null_list(const char *op)
+{
+    cr_expect_eq(fc_ctx_status(ctx), FC_ERR_INVALID_ARG, "%s: got %s: %s", op, fc_status_name(fc_ctx_status(ctx)),
+                 fc_ctx_error(ctx));
+    cr_expect(strstr(fc_ctx_error(ctx), op) && strstr(fc_ctx_error(ctx), "NULL"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+}
+
+Test(ops, sum_null_axes_with_count)
+{
+    fc_tensor *x = fc_zeros(ctx, FC_F32, FC_SHAPE({"a", 2}, {"b", 3}));
+    cr_expect_null(fc_sum(ctx, x, NULL, 1));
+    expect_null_list("fc_sum");
+    fc_release(x);
+}
+
+Test(ops, mean_null_axes_with_count)
+{
+    fc_tensor *x = fc_zeros(ctx, FC_F32, FC_SHAPE({"a", 2}, {"b", 3}));
+    cr_expect_null(fc_mean(ctx, x, NULL, 2));
+    expect_null_list("fc_mean");
+    fc_release(x);
+}
+
+Test(ops, einsum_null_output_with_count)
+{
+    fc_tensor *a = fc_zeros(ctx, FC_F32, FC_SHAPE({"m", 2}, {"k", 3}));
+    fc_tensor *b = fc_zeros(ctx, FC_F32, FC_SHAPE({"k", 3}, {"n", 4}));
+    cr_expect_null(fc_einsum(ctx, a, b, NULL, 2));
+    expect_null_list("fc_einsum");
+    fc_release(a);
+    fc_release(b);
+}

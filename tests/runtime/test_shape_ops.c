@@ -588,3 +588,31 @@ Test(shape, no_leaks_on_errors)
     fc_release(bad);
     cr_expect_eq(fc_ctx_pool_stats(ctx).tensors_live, l);
 }
+
+/* ---- NULL name lists with a non-zero count --------------------------------- */
+/* Refused with FC_ERR_INVALID_ARG naming the op, as a NULL shape is; they used
+ * to be dereferenced. */
+
+Test(shape, permute_null_order_with_count)
+{
+    fc_tensor *t = grid("a", 2, "b", 3, 0);
+    cr_expect_null(fc_permute(ctx, t, NULL, 2));
+    expect_error(FC_ERR_INVALID_ARG, "fc_permute", "NULL");
+    fc_release(t);
+}
+
+Test(shape, rename_all_null_names_with_count)
+{
+    fc_tensor *t = grid("a", 2, "b", 3, 0);
+    cr_expect_null(fc_rename_all(ctx, t, NULL, 2));
+    expect_error(FC_ERR_INVALID_ARG, "fc_rename_all", "NULL");
+    fc_release(t);
+}
+
+Test(shape, merge_axes_null_axes_with_count)
+{
+    fc_tensor *t = grid("a", 2, "b", 3, 0);
+    cr_expect_null(fc_merge_axes(ctx, t, NULL, 2, "ab"));
+    expect_error(FC_ERR_INVALID_ARG, "fc_merge_axes", "NULL");
+    fc_release(t);
+}

@@ -449,3 +449,35 @@ Test(tensor, scopes_are_per_thread)
     fc_scope_end(ctx, s2);
     cr_expect_eq(fc_ctx_status(ctx), FC_OK);
 }
+
+/* NULL arrays with a non-zero count: refused as their siblings refuse them
+ * (they used to be dereferenced). */
+Test(tensor, empty_pos_null_sizes_with_rank)
+{
+    cr_expect_null(fc_empty_pos(ctx, FC_F32, 2, NULL));
+    fct_expect_error(ctx, FC_ERR_INVALID_ARG, "fc_empty_pos", "NULL");
+    fc_tensor *t = fc_empty_pos(ctx, FC_F32, 0, NULL); /* rank 0 needs no sizes */
+    cr_expect(t, "%s", fc_ctx_error(ctx));
+    fc_release(t);
+}
+
+Test(tensor, get_null_index_with_rank)
+{
+    fc_tensor *t = fc_zeros(ctx, FC_F32, FC_SHAPE({"a", 2}, {"b", 3}));
+    cr_expect(isnan(fc_tensor_get(t, NULL)), "NaN, as for an index out of range");
+    fc_tensor *s = fc_scalar(ctx, FC_F32, 1.5);
+    cr_expect_eq(fc_tensor_get(s, NULL), 1.5, "rank 0 needs no index");
+    fc_release(s);
+    fc_release(t);
+}
+
+Test(tensor, describe_null_buffer_with_length)
+{
+    fc_tensor *t = fc_zeros(ctx, FC_F32, FC_SHAPE({"a", 2}));
+    cr_expect_null(fc_tensor_describe(t, NULL, 64));
+    cr_expect_null(fc_tensor_describe(NULL, NULL, 64));
+    char b[4] = "xyz";
+    cr_expect_eq(fc_tensor_describe(t, b, 0), b, "len 0: nothing written");
+    cr_expect_str_eq(b, "xyz");
+    fc_release(t);
+}
