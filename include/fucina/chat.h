@@ -272,7 +272,8 @@ FC_API const fc_token *fc_chat_tokens(const fc_chat *c, size_t *n);
  * the earliest occurrence (show pend[0..*emit) and stop). Otherwise returns
  * 0 and *emit is the length of the longest prefix after which no suffix can
  * still grow into a stop string (show it; keep the rest pending). Empty
- * stop strings are ignored; n_stop may be 0. */
+ * and NULL stop strings are ignored; n_stop may be 0, and a NULL `stop`
+ * means none whatever n_stop is. */
 FC_API int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_t n_stop, size_t *emit);
 
 #ifdef __cplusplus

@@ -41,10 +41,11 @@ const char *const *fc_chat_eog_texts(fc_chat_template t, size_t *n) {
 }
 
 int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_t n_stop, size_t *emit) {
+    if (!stop) n_stop = 0; /* no array: no stop strings, whatever n_stop says */
     /* a complete occurrence: stop at the earliest one */
     size_t best = n + 1;
     for (size_t k = 0; k < n_stop; k++) {
-        const size_t m = strlen(stop[k]);
+        const size_t m = stop[k] ? strlen(stop[k]) : 0; /* NULL entries: ignored, as empty ones */
         if (!m || m > n) continue;
         for (size_t p = 0; p + m <= n && p < best; p++)
             if (!memcmp(pend + p, stop[k], m)) {
@@ -61,7 +62,7 @@ int fc_chat_stop_scan(const char *pend, size_t n, const char *const *stop, size_
      * complete, because its start would need a longer matching tail */
     for (size_t p = 0; p < n; p++)
         for (size_t k = 0; k < n_stop; k++) {
-            const size_t m = strlen(stop[k]);
+            const size_t m = stop[k] ? strlen(stop[k]) : 0;
             if (n - p < m && !memcmp(pend + p, stop[k], n - p)) {
                 *emit = p;
                 return 0;

@@ -702,6 +702,23 @@ Test(llm_chat, stop_scan) {
     cr_expect_eq(e, 3);
 }
 
+/* A NULL array is no stop strings whatever n_stop says; NULL entries are
+ * ignored like empty ones (both used to be dereferenced). */
+Test(llm_chat, stop_scan_null_stop_strings) {
+    size_t e = 99;
+    cr_expect_eq(fc_chat_stop_scan("abc", 3, NULL, 2, &e), 0);
+    cr_expect_eq(e, 3);
+    const char *only_null[] = {NULL};
+    e = 99;
+    cr_expect_eq(fc_chat_stop_scan("abc", 3, only_null, 1, &e), 0);
+    cr_expect_eq(e, 3);
+    const char *mixed[] = {NULL, "bc", NULL};
+    cr_expect_eq(fc_chat_stop_scan("abc", 3, mixed, 3, &e), 1);
+    cr_expect_eq(e, 1);
+    cr_expect_eq(fc_chat_stop_scan("ab", 2, mixed, 3, &e), 0);
+    cr_expect_eq(e, 1, "a possible start is still held back");
+}
+
 /* ---- conversations on a random-weight model ------------------------------------------- */
 
 static fc_llm_model *model(void) {
