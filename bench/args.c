@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Command-line values: flags, numbers, size lists, ISA names; byte counts. */
 #include <errno.h>
 #include <stdlib.h>

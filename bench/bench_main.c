@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina-bench: the benchmark harness (bench/README.md).
  *   fucina-bench roofline   this machine's limits, measured now
  *   fucina-bench kernels    every generated arm against them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The harness's clock: CLOCK_MONOTONIC, in seconds. */
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>

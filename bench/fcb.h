@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina-bench internals: what the harness's files share (one subject per
  * file; see bench/README.md). Nothing here is part of the library. */
 #ifndef FCB_H

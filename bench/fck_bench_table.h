@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The benchmark table's types: what the generated bench/fck_bench_table.c
  * fills and bench_main.c reads. */
 #ifndef FCB_BENCH_TABLE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small streaming JSON writer (objects, arrays, strings, numbers). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench llm`: whole-model prefill and decode speed of our runtime
  * (fucina/llm.h) against llama.cpp (bench/peers/llama_llm.c) on the same
  * GGUF file, in one process.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the run happened on: CPU model, CPUs, caches, memory, date, kernel. */
 #define _GNU_SOURCE
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Timing one call: calibrate the batch size, then time repeated batches.
  *
  * The calibration doubles (or scales) the batch until one batch lasts at

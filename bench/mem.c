@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Benchmark buffers: aligned allocation, valid inputs per dtype, checksums. */
 #define _GNU_SOURCE
 #include <math.h>

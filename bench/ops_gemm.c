@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench ops`: fc_gemm_f32 against OpenBLAS cblas_sgemm, in the same
  * run, on the same buffers, alternating (ours, theirs, ours, theirs, ...) so
  * that load from other processes hits both alike; medians over the rounds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench ops`, second part: runtime ops through the public API,
  * against the hardware limits measured in the same run (peak FMA rate, DRAM
  * read bandwidth).

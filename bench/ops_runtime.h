@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The runtime-op part of `fucina-bench ops` (ops_runtime.c). */
 #ifndef FCB_OPS_RUNTIME_H
 #define FCB_OPS_RUNTIME_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The roofline probes: peak f32 FMA rate and DRAM bandwidth, measured with
  * generated arms (registry/bench.yaml, templates/peak_fma/) on 1 thread and
  * on a pinned team. */

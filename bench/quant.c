@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench quant`: quantized matmul C = A·Wᵀ (f32 activations, W in a
  * GGML block format) through fc_qmatmul, against ggml's CPU backend on the
  * same weight bytes in the same process (bench/peers/ggml_mulmat.c).

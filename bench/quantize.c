@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench quantize`: quantizing a GGUF model file, Fucina's
  * fc_gguf_quantize against llama.cpp's llama_model_quantize (the oracle's
  * libllama, loaded at run time), same input, same thread count.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench roofline`: this machine's limits, measured in this run. */
 #include <math.h>
 #include <stdlib.h>

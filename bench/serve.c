@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench serve`: aggregate decode speed of N concurrent streams
  * through `fucina serve` against libllama decoding N sequences in lockstep.
  *

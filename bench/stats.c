@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Summary statistics of repeated timings. */
 #include <math.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench kernels`: every generated arm of the bench table, timed on
  * valid inputs, against the roofline measured at the start of the run. */
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The header and footer of the suites that race a peer in this process
  * (quant, llm): one place for what both print before their table, so the
  * two stay comparable line by line. */

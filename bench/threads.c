@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pinned thread teams for the all-cores roofline numbers (pthreads). */
 #define _GNU_SOURCE
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina-bench train`: training workloads against PyTorch, measured in the
  * same run.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: dlopen access to ggml / llama.cpp (see ggml_oracle.h). */
 #define _GNU_SOURCE
 #include "ggml_oracle.h"

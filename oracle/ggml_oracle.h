@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: run-time access to ggml / llama.cpp as an independent oracle.
  *
  * The npm package @node-llama-cpp/linux-x64 (pinned by .ci/setup) ships

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* llama.cpp's model and context API, as the prebuilt libllama of the oracle
  * exports it (declared from include/llama.h of the matching release). The
  * parameter structs go by value, so their layouts must be exact:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fco_llama_load: libllama's API for tests and benches (oracle/llama_abi.h). */
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* llama.cpp's model-quantization entry points, as the prebuilt libllama of
  * the oracle exports them (declared from include/llama.h of the matching
  * release; llama_model_quantize_params is returned by value, so the layout

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `quant` suite's peer: ggml_mul_mat on ggml's CPU backend, loaded at run
  * time through the oracle (oracle/ggml_oracle.h). The prototypes and the two
  * structs passed by value or filled by ggml are mirrored from the matching

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `quant` suite's peer: ggml's CPU backend computing Y = W·X (ggml_mul_mat)
  * on the same weight bytes, through the oracle libraries (oracle/ggml_oracle.h). */
 #ifndef FCB_PEERS_GGML_MULMAT_H

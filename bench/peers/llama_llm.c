@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `llm` suite's peer: llama.cpp through the oracle's libllama API
  * (oracle/llama_abi.h) and ggml's threadpool (oracle/ggml_oracle.h). Set up
  * the way tools/llama-bench sets up a test: one context per test with

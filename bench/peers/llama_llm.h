@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The `llm` suite's peer: llama.cpp (libllama of the oracle) evaluating a
  * GGUF model as llama-bench does: prefill from an empty cache with the last
  * row's logits, and single-token decode steps. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reverse-mode automatic differentiation.
  *
  * The graph lives in the values. A tensor marked with fc_requires_grad is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: training checkpoints.
  *
  * One safetensors file holds a run's parameters and its optimizer's state:

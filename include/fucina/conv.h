@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: 1-D convolutions (f32), as PyTorch's conv1d / conv_transpose1d.
  *
  * Axes are found by name, so operands may have any axis order:

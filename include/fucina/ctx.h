@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the execution context.
  *
  * An fc_ctx owns what ops need besides their operands: the allocator, the

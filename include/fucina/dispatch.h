@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: CPU features and the kernel dispatch table.
  *
  * Every (kernel, dtype) slot resolves once, on first use, to the best arm the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: element types.
  *
  * Casting rules (fc_cast and every conversion inside an op):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: symbol visibility. The library is built with -fvisibility=hidden;
  * only declarations marked FC_API are exported from the shared object. */
 #ifndef FUCINA_EXPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the umbrella header. */
 #ifndef FUCINA_H
 #define FUCINA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: GGUF files (llama.cpp / ggml, versions 2 and 3).
  *
  * A file is: "GGUF", u32 version, u64 tensor count, u64 KV count; the KV

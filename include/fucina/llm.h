@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: LLM models (GGUF, llama.cpp's tensor names and metadata keys).
  *
  * Families (fc_llm_arch; src/llm/arch.c holds one table entry per family):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: losses.
  *
  * Inputs are f32, f16 or bf16 (computed in f32, sums in double); results are

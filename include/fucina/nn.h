@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: neural-network ops over named axes: softmax, normalization,
  * rotary position embedding and attention.
  *

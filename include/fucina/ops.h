@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: elementwise ops, reductions, contractions.
  *
  * Broadcasting is by axis name: the result has a's axes in a's order, then

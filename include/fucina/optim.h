@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: optimizers, gradient clipping and learning-rate schedules.
  *
  * An fc_optim updates a set of variables (fc_requires_grad leaves) in place

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: block-quantized tensors (GGML formats: q4_0, q8_0, q4_K, iq2_xxs ...).
  *
  * A block tensor has a block dtype (fc_dtype_is_block) and is a constant:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: quantizing GGUF models (llama-quantize's mixes and rules).
  *
  * NOTE (engineer E, 02:41 UTC): this header was overwritten by mistake at

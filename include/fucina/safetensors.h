@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: safetensors files (https://huggingface.co/docs/safetensors).
  *
  * A file is an 8-byte little-endian header length N, N bytes of JSON

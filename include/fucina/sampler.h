@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the token sampler, stage for stage llama.cpp's default chain.
  *
  * fc_sampler_sample runs, in llama.cpp's order (common_params_sampling's

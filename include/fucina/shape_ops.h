@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: structure and index ops.
  *
  * Joining, splitting, padding, tiling and flipping along named axes;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: status codes. Functions that can fail return an fc_status (or NULL
  * for constructors) and keep a message saying what and why. */
 #ifndef FUCINA_STATUS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the tokenizers of GGUF models, token-for-token identical to
  * llama.cpp: byte-level BPE (GPT-2 style: Qwen2/Qwen3, Llama 3) and
  * SentencePiece (Llama 2, Mistral, Gemma, Phi-3).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backward engine.
  *
  * 1. Discovery: an iterative walk from the output's record over the

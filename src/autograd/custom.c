@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Custom differentiable ops and activation checkpointing: both run a
  * forward with recording off and attach one record whose VJP calls back
  * (the user's backward, or the block again with recording on). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public side of autograd state: variables, their gradients, detach and
  * no-grad regions. */
 #include "fucina/autograd.h"

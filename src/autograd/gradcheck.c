@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradient checking by central finite differences. Each element of each
  * input is moved by +-eps in place (directly in memory, so no version bump
  * and no record), the loss is evaluated with recording off, and the slope is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Vector-Jacobian products: one function per op id of the tensor layer's
  * backward records (tensor/grad_record.h), and the helpers they share.
  *

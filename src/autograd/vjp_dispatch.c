@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* From a record's op id to its VJP: an exhaustive switch, so a new op id in
  * tensor/grad_record.h does not compile until it has a VJP here. */
 #include "autograd/vjp.h"

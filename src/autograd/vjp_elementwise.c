@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of the elementwise ops: unary, binary (with broadcasting reduced back
  * to each operand by name), scalar forms, gated activations, cast, where,
  * masked fill, clamp. Formulas follow PyTorch 1.13's derivatives.yaml where

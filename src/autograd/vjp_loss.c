@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of the losses and the 1-D convolutions.
  *
  * cross_entropy: per row, d loss / d logits = softmax(logits) - target

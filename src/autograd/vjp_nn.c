@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of the nn ops: softmax (scale, mask, causal, sinks), log_softmax,
  * rmsnorm, the fused residual rmsnorm, layernorm, rope and attention.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of reductions, cumsum and contractions. A reduction's gradient is
  * the output gradient broadcast back over the reduced axes, times the
  * reduction's local derivative; a contraction's gradient is two more

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of the structure and index ops. An op that only moves values has a
  * gradient that moves them back: concat and stack hand each operand its
  * stretch (narrow / select), pad drops the padding, repeat sums the copies,

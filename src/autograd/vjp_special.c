@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* VJPs of dropout, custom ops and checkpointed blocks. */
 #include "fucina/autograd.h"
 #include "fucina/nn.h"

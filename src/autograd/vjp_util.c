@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers the VJPs share: dtype and shape plumbing for gradients. */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fucina command: one function per subcommand. Each returns the process
  * exit status: 0 success, 1 failure, 2 bad usage or bad input. */
 #ifndef FC_CLI_CLI_H

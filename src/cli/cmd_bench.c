@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina bench: prefill and decode tokens/s of a GGUF model, with
  * llama-bench's flags, test names (pp<N>, tg<N>), statistics and output
  * formats (md, csv, json, jsonl; the same field names), so that scripts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina chat: an interactive conversation with a model through its chat
  * template (include/fucina/chat.h). One user message per input line, on a
  * terminal or piped; each turn reuses the KV cache of the earlier ones. */

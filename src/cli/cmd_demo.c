@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina demo: small end-to-end examples. `demo spirals` trains the
  * two-spirals classifier (src/train/spirals.c) with each chosen optimizer
  * and reports the training accuracy; it fails (exit 1) when an optimizer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina info: what this build can do on this CPU, or what a GGUF file holds. */
 #include <inttypes.h>
 #include <stdio.h>

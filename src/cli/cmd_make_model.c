@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina make-model: write a random-weight model (llama.cpp's names and
  * keys) for tests and demos. */
 #include <stdio.h>

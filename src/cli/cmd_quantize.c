@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina quantize: re-encode a GGUF model to a quantization mix
  * (fc_gguf_quantize; llama-quantize's rules and type names). */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina run: tokenize a prompt, prefill, then decode greedily or with the
  * sampler, streaming the text; stop strings end the text early (nothing of
  * a stop string is printed: text that may start one is held back until it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina serve: an OpenAI-compatible HTTP server with llama-server's flags
  * (src/serve/; docs/SERVE.md). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina tokenize: the tokens of a text under a model's vocabulary, printed
  * as llama.cpp's llama-tokenize prints them (tools/tokenize/tokenize.cpp):
  * one "%6d -> 'PIECE'" line per token, or --ids as a Python list, and

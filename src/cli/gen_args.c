@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Options shared by `fucina run` and `fucina chat` (src/cli/gen_args.h). */
 #include <errno.h>
 #include <math.h>

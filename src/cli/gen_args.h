@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Options shared by `fucina run` and `fucina chat`: the sampler's, --threads,
  * --ctx, the KV type and --mmap / --no-mmap, parsed strictly (a number must
  * be the whole argument: "12x" and "" are errors, as are out-of-range

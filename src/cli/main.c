@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fucina: the command-line entry point. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_cli_progress: "label [#####.....]  42%" redrawn in place with \r; drawn
  * only when stderr is a terminal, so pipes and logs stay clean. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A one-line progress bar on stderr, drawn only when stderr is a terminal. */
 #ifndef FC_CLI_PROGRESS_H
 #define FC_CLI_PROGRESS_H

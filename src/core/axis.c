@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Interned axis names: an open-addressing hash set of immutable strings
  * behind a mutex. Lookups of names already interned take the lock too; ops
  * intern their axis arguments once per call, which is cheap next to the op. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Interned axis names.
  *
  * An axis name is interned once and compared by pointer afterwards. The

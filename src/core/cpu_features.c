@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU feature detection. See cpu_features.h.
  *
  * Traps handled here:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU feature detection, done once: CPUID + XGETBV on x86-64 (so a feature
  * the OS does not save across context switches counts as absent), getauxval
  * hwcaps on AArch64. Bits are the generated FCK_FEAT_* of this architecture. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Element type facts. Every switch is exhaustive over fc_dtype so a new
  * dtype fails the build until each place handles it. The block formats
  * come from one table (core/dtype_table.h). */

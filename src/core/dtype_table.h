@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GGML block formats as one table (X-macro), the single source of the
  * dtype <-> ggml type id mapping and the block sizes in the core layer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status names. */
 #include "fucina/status.h"
 

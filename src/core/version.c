@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's own version: the one compiled into it, which a program
  * linked against a shared libfucina may differ from (fucina/version.h). */
 #include "fucina/version.h"

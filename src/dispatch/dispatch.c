@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Dispatch: detect once, resolve every slot once, cache (Highway's model);
  * cap by FUCINA_ISA (oneDNN's model: a cap, never a force, so an arm the CPU
  * lacks can never run); validate and report the choice (BLIS's model). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal side of dispatch: the resolved kernel table and ISA queries.
  * Runtime code calls kernels only through fck_kernels(). */
 #ifndef FC_DISPATCH_DISPATCH_H

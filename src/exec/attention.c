@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Flash-style attention over the generated GEMM micro-kernel and row kernels.
  * See attention.h for the contract; the notes here are about the mechanics.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scaled dot-product attention over raw strided pointers (flash-style).
  *
  * For every query token t in [0, n_q) and query head h in [0, n_head), with

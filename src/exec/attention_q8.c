@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Decode attention over a q8_0 KV cache (see attention_q8.h): the blocks
  * are read in place, so a decode step costs O(visible keys) reads of the
  * 34-byte blocks instead of decoding the whole cache to f32 first.

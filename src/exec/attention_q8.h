@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Decode attention over a q8_0 KV cache, reading the blocks in place.
  *
  * For every query token t in [0, n_q) and head h, with KV head

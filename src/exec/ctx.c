@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The execution context: allocator, buffer pool, tensor headers, scopes,
  * error state, worker pool.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal side of the execution context: the tensor and storage structs,
  * and the calls ops use to allocate, adopt and report.
  *

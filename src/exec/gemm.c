@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_gemm_f32: argument checks, the choice of path (own blocked, own
  * skinny, OpenBLAS), scratch, batching. The paths live in gemm_blocked.c,
  * gemm_gemv.c and gemm_openblas.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* f32 matrix multiplication over the generated micro-kernels.
  *
  *   C[M,N] (+)= A[M,K] · B[K,N]

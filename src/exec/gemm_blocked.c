@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The blocked GEMM (BLIS-style loops around the generated micro-kernel).
  *
  *   for ms over M by SUPER_ROWS:              A super-block

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Skinny GEMM: a few rows of A (or one column of B) against a matrix that is
  * streamed from memory exactly once, through the generated dot and axpy
  * kernels. Packing would double the traffic of what is a memory-bound

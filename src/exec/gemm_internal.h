@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the gemm_*.c files share: the blocking geometry taken from the
  * dispatched micro-kernel, the scratch cache, and the per-path entry points.
  * Not installed; include only from src/exec/gemm*.c. */

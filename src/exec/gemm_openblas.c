@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The OpenBLAS provider (CMake -DFUCINA_BLAS=openblas defines
  * FUCINA_HAVE_OPENBLAS): cblas_sgemm for f32 operands that each have a unit
  * stride, used in auto mode only where it measured faster than our own. */

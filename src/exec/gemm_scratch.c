@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GEMM scratch: cached sets of 64-byte aligned buffers that only grow, so
  * a steady stream of GEMM calls allocates nothing. A call takes a set from
  * the free list (or makes an empty one), grows it to the call's needs before

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_qmatmul: argument checks, activation quantization, the tiled integer
  * path and the decode-to-f32 fallback (see qmatmul.h). */
 #include <stdarg.h>

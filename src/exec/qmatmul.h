@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Quantized matrix multiplication: f32 activations times a block-quantized
  * weight matrix (GGML formats, src/quant/).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What qmatmul.c and qmatmul_kernels.c share: the integer kernels of one
  * weight format, as resolved by dispatch now. Not installed. */
 #ifndef FC_EXEC_QMATMUL_INTERNAL_H

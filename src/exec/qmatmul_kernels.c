@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The integer kernels of each weight format, from the dispatch table: the
  * generated slots <fmt>_qgemm (prefill tile MR x NR), <fmt>_qgemms (small-M
  * tile, for the formats that have one), <fmt>_qgemv (MR = 1) and the

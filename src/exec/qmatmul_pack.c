@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prepared (packed) quantized weights: the load-time repacking of a block
  * matrix into the interleaved layout of the generated qgemm_packed kernels
  * (registry/quant_packed.yaml) and the prefill driver that runs them

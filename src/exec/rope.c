@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* RoPE tables and application; see rope.h. Plain C: the op is O(n) and
  * memory-bound, and the table is built once per position batch. */
 #include "exec/rope.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rotary position embedding (RoPE): angle tables and their application.
  *
  * Angles. For pair i in [0, n_rot/2) and integer position p:

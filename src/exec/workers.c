@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The worker pool: n-1 threads plus the caller run chunked loops.
  *
  * Protocol. One 64-bit atomic `state` holds (seq << 32) | active:

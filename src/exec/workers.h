@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The worker pool: a fixed set of threads that run chunked parallel loops.
  *
  * One pool per context. The calling thread takes part in every loop, so a

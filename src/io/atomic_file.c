@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Temp + fsync + rename (atomic_file.h). */
 #define _POSIX_C_SOURCE 200809L
 

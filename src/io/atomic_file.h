@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Atomic file replacement: write to a temporary file next to the
  * destination, fsync it, then rename it over the destination. A reader sees
  * either the old file or the complete new one, never a torn write; after a

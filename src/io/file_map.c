@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Refcounted file bytes for the readers (see file_map.h). */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <errno.h>

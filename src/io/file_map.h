@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The bytes of a model file, shared by a reader's handle and every
  * zero-copy tensor over them: mmap'd (private and writable, so a tensor
  * written in place never changes the file) or read into 64-byte aligned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the GGUF reader and writer: the type tables and limits. */
 #ifndef FC_IO_GGUF_INTERNAL_H
 #define FC_IO_GGUF_INTERNAL_H

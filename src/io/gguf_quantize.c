@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF quantization (include/fucina/quantize.h): plan with llama.cpp's rules
  * (gguf_quantize_policy.c), then stream: the header goes out first (every
  * tensor's type and size is known from the plan), then each tensor's rows

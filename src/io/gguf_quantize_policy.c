@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* llama.cpp's per-tensor type rules for a quantization mix (see
  * gguf_quantize_policy.h), written from src/llama-quant.cpp: which tensors
  * may change (tensor_allows_quantization), the category of a tensor by its

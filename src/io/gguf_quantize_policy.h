@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which ggml type each tensor of a model gets for a quantization mix:
  * llama.cpp's rules (llama_tensor_get_type and its helpers in
  * src/llama-quant.cpp), re-implemented from reading them.

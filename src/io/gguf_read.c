@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF reading: the whole file is mapped (or read) once, the header is
  * parsed through a bounds-checked cursor and validated completely at open
  * (rules in docs/IO.md), KV values are copied out, tensors are wrapped

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF / ggml type tables. The ids, names and block sizes are not listed
  * here: they come from the dtypes (fc_dtype_from_ggml_type and the block
  * table in core/dtype_table.h, itself checked against src/quant and, in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF writing: KVs and tensors are collected in memory (each add checked
  * at once, so a failed add changes nothing), then saved through
  * atomic_file.h in llama.cpp's exact layout (gguf_write_out in ggml's

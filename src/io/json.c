@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Strict JSON: a recursive-descent parser into an index-linked value array
  * (json.h), and the small output helpers the writers share. */
 #include "io/json.h"

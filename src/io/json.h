@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A small strict JSON parser for file headers (safetensors, later GGUF
  * side files): objects, arrays, strings, integers, true/false/null.
  *

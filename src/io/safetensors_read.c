@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors reading: the header is validated completely at open (rules in
  * docs/IO.md), the data is mmap'd (or read) once, and tensors are wrapped
  * zero-copy over it; a refcounted mapping outlives the handle for as long as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors writing: every argument is checked before a file is created,
  * the header is built in memory, and the file goes through atomic_file.h
  * (temporary + fsync + rename), so a failed save leaves nothing behind.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the architecture table. One entry per family; the facts are
  * llama.cpp's (src/llama-arch.cpp names, the per-model hparams loaders and
  * graphs), so a GGUF converted for llama.cpp loads here and computes the

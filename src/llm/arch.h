@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the architecture table (internal).
  *
  * A model family is one entry of k_archs (src/llm/arch.c), in the manner of

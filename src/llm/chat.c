@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: multi-turn conversations (include/fucina/chat.h).
  *
  * KV reuse is by tokens, as llama.cpp's server does it: the whole

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: chat internals shared by the renderer, the conversation and
  * the tests: a growable byte buffer that records which of its bytes came
  * from message content, the family table's per-family parts (reference

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Qwen3's chat template (Jinja), the "chat_template" of Qwen/Qwen3-0.6B's
  * tokenizer_config.json on Hugging Face, as llama.cpp keeps it in
  * models/templates/Qwen-Qwen3-0.6B.jinja. It is data (what make-model writes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the template families llama.cpp renders natively besides
  * ChatML (include/fucina/chat.h), byte for byte what its
  * llama_chat_apply_template writes, quirks included: these are the

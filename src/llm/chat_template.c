@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: chat template families, detected from the Jinja text and
  * rendered natively (include/fucina/chat.h): names, detection, reading the
  * GGUF key, and the ChatML and Qwen3 renderers (the other families:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the reference Jinja chat templates of the families other than
  * Qwen3 (chat_qwen3_text.c), for writers of GGUF files
  * (fc_chat_template_text). They are data: we never interpret them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: a conversation's tokens (include/fucina/chat.h,
  * fc_chat_tokenize). Message contents are text: the renderers record which
  * bytes of the rendering came from content (src/llm/chat_internal.h), and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the one forward pass of every family, on raw rows.
  *
  * A layer is written once, over step primitives (norm, project, bias,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the forward's sizes and its non-kernel activation (internal). */
 #ifndef FC_LLM_FORWARD_H
 #define FC_LLM_FORWARD_H

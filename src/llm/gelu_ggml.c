@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: GELU gating as ggml's CPU backend computes it.
  *
  * ggml's CPU GELU (ggml-cpu/vec.h, GGML_GELU_FP16, on by default) does not

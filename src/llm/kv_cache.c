@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the KV cache of a session, per layer and sequence, in f32, f16
  * or q8_0 (llama.cpp's cache types; f16 is its default too).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: a random-weight model written with llama.cpp's names.
  *
  * Tensor names and metadata keys are those llama.cpp's loader asks for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the random-weight model writer's vocabularies (internal).
  *
  * Three layouts, each a complete tokenizer that llama.cpp and fc_tokenizer

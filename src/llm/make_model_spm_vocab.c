@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the model writer's SentencePiece vocabulary (Llama 2 style).
  *
  * A real SPM vocabulary is a list of pieces with scores: SentencePiece's BPE

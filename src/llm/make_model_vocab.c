@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the random-weight model writer's BPE vocabularies (Qwen and
  * Llama 3 layouts) and the GGUF writing shared with the SPM one
  * (make_model_spm_vocab.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: loading a model from a GGUF by walking its family's entry
  * of the architecture table (src/llm/arch.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: a loaded model (internal). Weights carry axis names the
  * forward contracts by: matrices [out, in] as fc_linear wants them. */
 #ifndef FC_LLM_MODEL_H

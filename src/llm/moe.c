@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the routing of a mixture of experts (qwen3moe, Mixtral); the
  * experts themselves run in src/llm/forward.c.
  *

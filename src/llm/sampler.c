@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampler object: parameter checks, the penalty history and llama.cpp's
  * default chain order (see include/fucina/sampler.h). */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* std::mt19937 (Matsumoto & Nishimura 1998, as [rand.eng.mers] specifies it)
  * and libstdc++'s uniform real draw; see sampler_rng.h. */
 #include "llm/sampler_rng.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: std::mt19937 and libstdc++'s uniform_real_distribution<double>,
  * bit for bit, so that a seeded sampler draws what llama.cpp's dist sampler
  * draws (llama-sampler.cpp: std::mt19937 rng(seed); each token one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The sampler's stages on a candidates array, each one llama.cpp's
  * (src/llama-sampler.cpp) in arithmetic and in how it treats `sorted`.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: sessions: options, the per-sequence positions, truncate, and
  * the public eval entry points (validation; the forward is src/llm/forward.c,
  * the cache src/llm/kv_cache.c). */

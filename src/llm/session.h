@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: an evaluation session (internal): the model, the positions of
  * its sequences, the KV cache (src/llm/kv_cache.c) the forward
  * (src/llm/forward.c) reads and appends to, and the rows it computes on. */

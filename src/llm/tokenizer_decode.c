@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: tokens -> bytes, whole or streamed.
  *
  * A token's piece is precomputed at load time (llama.cpp's token_to_piece

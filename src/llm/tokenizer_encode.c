@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: text -> tokens (byte-level BPE here; SentencePiece in
  * tokenizer_spm.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the tokenizer's internal state, shared by its load, encode
  * (byte-level BPE and SentencePiece) and decode units. */
 #ifndef FUCINA_LLM_TOKENIZER_INTERNAL_H

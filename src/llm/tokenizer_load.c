@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: building a tokenizer (byte-level BPE or SentencePiece) from
  * GGUF metadata.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the tokenizer's byte-string hash map (open addressing, linear
  * probing, keys in an arena; no deletion: vocabularies are built once). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: pre-tokenizers, written by hand as llama.cpp does for the
  * regexes it knows (std::regex is not an option in C, and a hand matcher is
  * what llama.cpp really runs, so its quirks are the reference).

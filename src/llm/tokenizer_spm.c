@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: SentencePiece (tokenizer.ggml.model = "llama") encoding, the
  * way llama.cpp's llm_tokenizer_spm does it, since that decides the ids:
  *

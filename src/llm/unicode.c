@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: UTF-8 with llama.cpp's decoding rules, codepoint classes, and
  * GPT-2's byte <-> codepoint mapping. */
 #include "llm/unicode.h"

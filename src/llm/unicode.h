@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: the Unicode pieces byte-level BPE needs.
  *
  * - UTF-8 decoding with llama.cpp's rules (they decide token ids, so they are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference decoders of the 32-element GGML formats (and q1_0, q2_0,
  * nvfp4), bit-identical to ggml's dequantize_row_<fmt>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference decoders of the IQ formats (and iq4_xs), bit-identical
  * to ggml's dequantize_row_<fmt>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference decoders of the 256-element K and ternary formats,
  * bit-identical to ggml's dequantize_row_<fmt>.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference encoders of the 32-element formats q4_0 q4_1 q5_0 q5_1
  * q8_0 q8_1, byte-identical to ggml's quantize_row_<fmt>_ref.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: helpers shared by the reference encoders (layer quant, private).
  *
  * Byte identity with ggml's quantize_row_<fmt>_ref hangs on details that look

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference encoders of the K super-block formats (q2_K..q8_K).
  *
  * Byte-identical to ggml's quantize_row_<fmt>_ref: same scale searches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: reference encoders of the non-linear and ternary/binary formats
  * (iq4_nl, iq4_xs, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0).
  *

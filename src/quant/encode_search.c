@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the scale searches of the K-format reference encoders.
  *
  * Each is a re-derivation of the search ggml runs in its *_ref quantizers

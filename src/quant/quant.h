@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: GGML block formats — reference encoders and decoders (layer quant).
  *
  * Formats are named by their GGML type id (the id GGUF files store), so the

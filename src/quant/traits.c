@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: the table of GGML block formats (see quant.h).
  *
  * Block sizes are ggml's (checked against ggml_blck_size / ggml_type_size by

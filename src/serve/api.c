@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Fucina serve: the endpoints — OpenAI's chat and text completions, the
  * model list, llama-server's health, props, slots, metrics, tokenize and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Fucina serve: the engine (engine.h). */
 #include "serve/engine.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina serve: the engine — slots, the request queue and continuous
  * batching over one multi-sequence session.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina serve: HTTP/1.1 over libmicrohttpd (http.h). */
 #define _GNU_SOURCE /* POLLRDHUP */
 #include "serve/http.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina serve: HTTP/1.1 over libmicrohttpd.
  *
  * libmicrohttpd parses requests (request line, headers, chunked bodies,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Fucina serve: the strict JSON reader and the writer (json.h). */
 #include "serve/json.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina serve: a strict JSON reader and a JSON writer.
  *
  * The reader takes RFC 8259 JSON and nothing else: no comments, no trailing

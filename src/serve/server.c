@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Fucina serve: the process — listen at once (health says 503 while the
  * model loads), load, start the engine, serve until SIGINT or SIGTERM, then

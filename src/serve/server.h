@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina serve: the server — options, its state, and the entry point that
  * `fucina serve` calls. */
 #ifndef FC_SERVE_SERVER_H

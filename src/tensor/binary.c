@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Binary elementwise ops with broadcasting by name, their scalar forms, the
  * gated activations and in-place axpy. See elementwise.c for the row
  * strategy and integer semantics. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Broadcasting by name, or from the right when every operand is positional. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Broadcasting by name (see fucina/ops.h): the output shape of several
  * operands and each operand's byte strides over it. */
 #ifndef FC_TENSOR_BROADCAST_H

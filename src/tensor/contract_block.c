@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Contractions with a block-quantized operand (called by fc_einsum, so by
  * fc_dot, fc_matmul and fc_linear too). Three layouts:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 1-D convolution and transposed convolution (f32) by im2col / col2im and
  * the f32 GEMM. Per batch element and group:
  *   conv1d:    Y_g[Cout_g, Lout] = W_g[Cout_g, Cin_g*K] . col[Cin_g*K, Lout]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Element conversions by the casting rules in fucina/dtype.h.
  *
  * Going through double is exact for every source value (i64 aside: values

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise unary and binary ops over the generated kernels.
  *
  * A row whose operands are all contiguous goes straight to the kernel (vv,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backward records: creation, saving, and iterative release. See
  * grad_record.h. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the tensor layer knows of autograd: whether an operand requires a
  * gradient, and how an op attaches a backward record to its result.
  *

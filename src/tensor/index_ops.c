@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Index ops: get_rows (embedding), index_select, gather, scatter_add. Every
  * index is checked before anything is written. */
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal helpers shared by the tensor-layer ops: shape checking with
  * messages that name the op, the axis and the operands' named shapes;
  * allocation of results; element loads and stores by the casting rules;

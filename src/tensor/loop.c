@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The strided loop engine: merge axes, then hand rows to a row function,
  * threaded over contiguous ranges of rows. */
 #include <string.h>

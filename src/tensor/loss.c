@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Losses: cross entropy (log_softmax row kernel per row) and mean squared
  * error. Per-element work runs in parallel; reductions add per-row (or
  * per-block) partial results in index order on one thread, so results do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_attention: scaled dot-product attention over named axes, a wrapper of
  * the exec layer's flash-style kernel (src/exec/attention.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* RMSNorm (plain and fused with the residual add) and LayerNorm along a
  * named axis.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_rope: rotary position embedding over named axes, a wrapper of the
  * exec layer's table builder and rotation (src/exec/rope.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rows along one named axis: gather/scatter, chunking, per-worker scratch
  * (nn_rows.h). */
 #include <string.h>

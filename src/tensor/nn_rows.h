@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rows along one named axis, for the nn ops that run a generated f32 row
  * kernel on every row (nn_norm.c, nn_softmax.c).
  *

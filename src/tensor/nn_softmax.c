@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Softmax and log-softmax along a named axis.
  *
  * Every row (one index of every other axis, nn_rows.h) goes through the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Block-quantized tensors (fucina/qtensor.h): creation over raw blocks,
  * fc_quantize / fc_dequantize, get_rows on a block table, and the refusal
  * every other op gives them.

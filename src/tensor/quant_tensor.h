@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Block-quantized tensors inside the tensor layer (public side:
  * fucina/qtensor.h). A block tensor is contiguous and row-major over
  * storage it starts at (offset 0); strides are kept in elements like any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counter-based random tensors: element i is a pure function of (seed, i),
  * so a tensor's values do not depend on threads or chunking, and a dropout
  * mask can be regenerated instead of stored. The mixer is SplitMix64's

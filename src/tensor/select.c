@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Comparisons, where, masked fill, clamp and casts. */
 #include <math.h>
 #include <string.h>

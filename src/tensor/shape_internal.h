@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the structure, index and sort ops (shape_ops.c,
  * index_ops.c, sort.c): strided byte copies and fills over the loop engine,
  * index tensors loaded as int64 and range-checked. */

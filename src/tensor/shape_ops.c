@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Structure ops: concat, stack, split, pad, repeat, flip, set_slice; and the
  * strided byte copies they share with index_ops.c and sort.c. */
 #include <string.h>

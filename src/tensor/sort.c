@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* topk and argsort: each row along the axis is sorted on its own by a
  * stable merge sort of (key, index) pairs, where the key is a uint64 whose
  * unsigned order is the value order of the dtype (NaN above +inf, -0.0 equal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Training checkpoints: parameters and optimizer state in one safetensors
  * file (see fucina/checkpoint.h). */
 #include <stdio.h>

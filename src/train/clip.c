@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_),
  * written into the live gradients that fc_grad returns. Norms are summed
  * on one thread in element order, parameters in the order given, so the

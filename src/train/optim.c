@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer object: hyper-parameters and their defaults, parameter
  * groups, the learning rate, and the step loop that hands each parameter's
  * contiguous f32 data to its update rule (optim_sgd.c, optim_adam.c,

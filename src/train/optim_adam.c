@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Adam and AdamW (_single_tensor_adam / _single_tensor_adamw, PyTorch 1.13,
  * amsgrad off), one element at a time: every tensor op there is
  * elementwise. The kernels' own arithmetic is kept:

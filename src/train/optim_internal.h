@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer's internal layout, shared by optim.c (groups, stepping),
  * optim_state.c (export / import) and the update rules (optim_sgd.c,
  * optim_adam.c, optim_muon.c). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Muon's update of a 2-D parameter (Keller Jordan's reference algorithm,
  * with the Newton-Schulz iteration in f32 instead of bf16; see
  * tests/goldens/gen_optim_goldens.py for the transcription the tests

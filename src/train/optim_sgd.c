@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* torch.optim.SGD's update (_single_tensor_sgd, PyTorch 1.13), one element
  * at a time: every tensor op there is elementwise, so fusing them into one
  * loop changes no rounding. Each product and sum rounds to f32 (the build

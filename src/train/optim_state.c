@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer's state as named tensors, for checkpoints: enumeration
  * (fc_optim_state_count / fc_optim_state_get) and loading
  * (fc_optim_load_state). The list is derived from the parameters each time

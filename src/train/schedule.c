@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Learning-rate schedules as closed forms of the step (the formulas of
  * torch.optim.lr_scheduler's LinearLR / LambdaLR, CosineAnnealingLR and
  * StepLR), so a resumed run needs only the step count. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two-spirals demo (see spirals.h).
  *
  * Data: n points per class on two interleaved spirals,

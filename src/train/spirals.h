@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The two-spirals demo: a small MLP trained from scratch on the classic
  * two-spirals problem, with any optimizer; used by `fucina demo spirals`
  * and by the training tests (accuracy, bit-identical resume). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target for the GGUF reader: each input is written to a file and
  * opened in both modes (mmap and read); a file that opens is walked (every
  * KV and tensor info, and each tensor is materialized). Any crash, sanitizer

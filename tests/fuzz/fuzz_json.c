@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the server's JSON reader on arbitrary bytes (no crash,
  * no leak, bounded time), and every string it accepts written back by the
  * writer and read again to the same bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runs the GGUF reader over a corpus written by gen_gguf_corpus.py:
  *
  *   gguf_corpus_check DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: derives the GGML IQ lookup tables from ggml's own decoders.
  *
  * The IQ/FP4 formats decode through constant tables (codebook grids, sign

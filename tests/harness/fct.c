@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Conformance-test harness: buffers, inputs, comparisons. See fct.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "fct.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Conformance-test harness shared by the generated kernel tests.
  *
  * The generated tests (build tree, tests/test_<family>.c) are thin: they call

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Counting the C allocator in a test binary: including this header (in ONE
  * translation unit of the binary) interposes malloc & co with versions that
  * count every allocating call, from any thread, in fct_n_malloc. Only with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Runtime-test helpers: contexts, the leak-checking suite fixture, goldens
  * (fct_golden.h). */
 #define _POSIX_C_SOURCE 200809L

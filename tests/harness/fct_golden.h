@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the hand-written runtime tests (tests/runtime/):
  * contexts that assert on failure, a suite fixture that checks for leaked
  * tensor handles, the PyTorch goldens written by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Install smoke test: a consumer of an installed Fucina (see CMakeLists.txt
  * here, and .ci/run for the pkg-config build). It uses the dispatch API and
  * the tensor and autograd APIs through the installed headers only. */

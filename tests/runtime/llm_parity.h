@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the LLM parity tests (test_llm_qwen3.c, test_llm_qwen3moe.c):
  * the same tokens through libllama (the oracle, oracle/llama_abi.h) and
  * through us, logits of every position and greedy generations compared.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A reference forward for qwen3 and qwen3moe on tensor ops, for the bitwise
  * tests of test_llm_session.c: llama.cpp's qwen3 graph composed from the
  * public ops (fc_linear, fc_rmsnorm, fc_rope, fc_attention, fc_swiglu,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Flash attention (src/exec/attention.c) against a naive double-precision
  * reference that forms the full softmax: many shapes (queries, keys, head
  * dims, GQA groups), causal with position offsets, sliding windows, additive

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The autograd core: gradients of a network built from every elementwise,
  * reduction, view and contraction op against PyTorch 1.13
  * (tests/goldens/autograd_core.txt from gen_autograd_goldens.py); central

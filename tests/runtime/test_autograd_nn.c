@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradients of the nn ops: softmax (scale, mask, causal on either axis,
  * sinks, fully masked rows), log_softmax, rmsnorm, the fused residual
  * rmsnorm (both outputs), layernorm, rope (interleaved, NeoX, partial,

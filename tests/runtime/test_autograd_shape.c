@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Gradients of the structure, index, loss and convolution ops: central
  * finite differences (fc_gradcheck) per op, in f64 where the forward takes
  * f64 (structure and index ops) and in f32 otherwise (losses, convolutions),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `fucina tokenize` (src/cli/cmd_tokenize.c) run as a process, its output
  * parsed and compared with llama.cpp through the oracle (libllama loaded
  * with vocab_only), called as llama-tokenize calls it:

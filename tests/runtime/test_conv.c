@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 1-D convolutions against PyTorch 1.13 (tests/goldens/structure_conv.txt,
  * from gen_structure_goldens.py): stride, padding (symmetric and not),
  * dilation, groups (depthwise too), output_padding, bias. Also: axis orders

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_gemm_f32 against an independent double-precision reference:
  *   |got - ref| <= (K + 2) * 2^-23 * (sum_k |a||b| + |C0|)
  * (one FMA chain per KC block, blocks and the accumulated C added after:

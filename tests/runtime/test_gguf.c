@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF: fixtures written independently by tests/goldens/gen_gguf_fixtures.py
  * (read back against the script's values in mmap and read modes; re-emitted
  * by the writer byte for byte); the writer from fc_tensors; typed getters;

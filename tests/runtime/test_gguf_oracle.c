@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF parity with ggml's own codec (the oracle, oracle/ggml_oracle.h):
  *   - the same content written by our writer and by ggml's gguf_write_to_file
  *     gives identical bytes (every KV type, arrays, string arrays, plain and

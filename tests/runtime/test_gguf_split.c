@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Split GGUF models (llama.cpp's gguf-split layout): PREFIX-0000k-of-0000n.gguf
  * files, each a complete GGUF holding split.no (0-based) and split.count as
  * u16, the first also split.tensors.count (i32) and the model's metadata.

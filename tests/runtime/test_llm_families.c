@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The model families of the architecture table (src/llm/arch.c) against
  * llama.cpp: llama (Llama 3 shapes, with Llama 3.1's rope_freqs, and the
  * Mixtral variant), qwen2, gemma3, gemma2 and phi3.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Qwen3 forward (include/fucina/llm.h) against llama.cpp.
  *
  * Random-weight models written by fc_llm_make_model are loaded by both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Qwen3 MoE forward (include/fucina/llm.h, src/llm/moe.c) against llama.cpp.
  *
  * Random-weight qwen3moe models written by fc_llm_make_model (preset small:

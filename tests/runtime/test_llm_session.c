@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sessions (include/fucina/llm.h): KV cache types against llama.cpp with the
  * same cache type, truncate/rewind, batch-N lockstep decode, and a decode
  * step that allocates nothing once warm.

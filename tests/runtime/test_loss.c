@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Losses: cross_entropy against PyTorch 1.13 (ignore_index, label
  * smoothing, every reduction, class axis first / middle / last, f16 and bf16
  * logits) and mse (broadcast by name and from the right), from

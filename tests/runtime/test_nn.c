@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The neural-network ops of include/fucina/nn.h: softmax / log_softmax,
  * rmsnorm (plain and fused residual), layernorm, RoPE and attention.
  *

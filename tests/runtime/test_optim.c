@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizers, gradient clipping and learning-rate schedules against PyTorch
  * 1.13 (tests/goldens/optim_goldens.txt, written by gen_optim_goldens.py):
  * SGD (momentum, Nesterov, dampening, weight decay), Adam (L2), AdamW, two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fc_qmatmul (src/exec/qmatmul.h) against two independent references, both
  * through the ggml oracle:
  *

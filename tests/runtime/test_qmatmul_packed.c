@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Prepared (packed) weights, fc_qweights (src/exec/qmatmul.h), against two
  * references that do not use the packed code:
  *

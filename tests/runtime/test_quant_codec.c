@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGML block formats: our reference codecs against ggml itself (the oracle,
  * libggml-base loaded through oracle/ggml_oracle.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The super-block and non-linear reference encoders (src/quant/encode_k.c,
  * encode_other.c) against ggml's quantize_row_<fmt>_ref, byte for byte.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Block-quantized tensors (fucina/qtensor.h) against independent references:
  *   - the dtype table vs src/quant's fcq_traits and ggml's type traits;
  *   - fc_dequantize / fc_cast vs ggml's dequantize_row_<fmt> on blocks made by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GGUF quantization (fc_gguf_quantize, `fucina quantize`, `fucina info FILE`).
  *
  * The reference is llama.cpp itself: the same input files (tiny qwen3 and

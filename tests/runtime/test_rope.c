@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* RoPE (src/exec/rope.c): tables against ggml's float arithmetic (goldens from
  * tests/goldens/gen_rope.py, within 2 ulp) and against a double-precision
  * reference of the formulas; application against the Hugging Face style

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors: round trips (every dtype, ranks 0..8, strided inputs, axis
  * names, mmap and read modes, tensors alive after close); fixtures written
  * independently by tests/goldens/gen_safetensors_fixtures.py (read back

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token sampler (include/fucina/sampler.h) against llama.cpp's samplers.
  *
  * The reference is libllama itself, through oracle/ggml_oracle.h: each

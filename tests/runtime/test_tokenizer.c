@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Byte-level BPE tokenizer (include/fucina/tokenizer.h).
  *
  * The reference is llama.cpp: there is no vocabulary to download, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* SentencePiece vocabularies and the llama3 / gpt-2 BPE pre-tokenizers
  * (include/fucina/tokenizer.h), against llama.cpp.
  *

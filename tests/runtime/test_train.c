@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Training runs end to end: the two-spirals classifier (src/train/spirals.c)
  * resumed from a checkpoint continues bit for bit as the uninterrupted run
  * (with dropout and a learning-rate schedule in play, for each optimizer);

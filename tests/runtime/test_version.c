@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's version: fc_version() (compiled into the library) equals
  * the headers' FUCINA_VERSION_STRING, and fc_version_number() the macros. */
 #include <criterion/criterion.h>

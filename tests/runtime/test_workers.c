@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The worker pool: every chunk runs exactly once whatever the thread count;
  * nested and concurrent calls neither deadlock nor lose chunks; pools start
  * and stop cleanly; FUCINA_THREADS and cgroup cpu.max are parsed strictly. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the tokenizer tests (test_tokenizer.c, test_tokenizer_spm.c):
  * tk_show prints bytes for a failure message; tk_expect_load_error checks
  * that loading a bad vocabulary fails with status st and a message naming

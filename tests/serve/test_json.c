@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The server's JSON reader and writer (src/serve/json.c) against RFC 8259:
  * what it must accept (with the values the RFC gives them), what it must
  * refuse (each with the reason in the message), its limits, and a writer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Accuracy sweep of vmath.h against libm in double precision.
  *
  *   acc FUNC LO HI [STRIDE]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pick the vocabulary of the ISA this translation unit is compiled for. */
 #if defined(__AVX512F__)
 #include "avx512.h"

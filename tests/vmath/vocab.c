@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The vocabulary of one ISA against the scalar contract (scalar.h, half.h).
  *
  *   vocab [STRIDE]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-ISA bit-identity of vmath.h.
  *
  *   xisa OUT.bin
