@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: chat templates and multi-turn conversations over an LLM session.
  *
  * Templates. A model's GGUF carries its Jinja chat template in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina: tensors with named axes.
  *
  * A tensor is a refcounted handle: dtype, rank 0..8 (rank 0 is a scalar),

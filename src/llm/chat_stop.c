@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fucina llm: how a reply ends. The end-of-turn tokens of each template
  * family (fc_chat_template_eog_tokens: the one list fc_chat and other
  * generators, such as the server, stop at), and stop strings: generated

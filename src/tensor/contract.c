@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Contractions by name: einsum, dot, matmul, linear — all lowered to one
  * (batched) f32 GEMM call on views.
  *

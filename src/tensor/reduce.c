@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reductions along named axes.
  *
  * The reduced axes are moved last (a view); when they then form one

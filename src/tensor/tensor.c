@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tensor creation, inspection and shape checking. */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Views (share storage) and axis-name operations, plus copies. */
 #include <string.h>
 

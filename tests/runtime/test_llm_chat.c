@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Chat templates and conversations (include/fucina/chat.h).
  *
  * References:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise ops, broadcasting by name, comparisons, reductions and
  * contractions against independent references: libm in double precision,
  * direct loops, exact integer arithmetic, and the documented rounding

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Structure and index ops: concat, stack, split, pad, repeat, flip,
  * get_rows, index_select, gather, scatter_add, set_slice, topk, argsort.
  * References: direct index arithmetic, round trips (concat/split,

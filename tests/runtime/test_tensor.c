@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tensor core: shapes and names, views, scopes, the buffer pool, errors,
  * casting rules, random tensors. References are direct index arithmetic and
  * the casting rules as written in fucina/dtype.h. */
