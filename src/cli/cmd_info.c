@@ -203,7 +203,7 @@ int fc_cmd_info(int argc, char **argv)
         fprintf(stderr, "fucina info: %s\n", fc_dispatch_error());
         return 2;
     }
-    printf("fucina %s\n", FUCINA_VERSION_STRING);
+    printf("fucina %s\n", fc_version());
     printf("cpu features:");
     for (size_t i = 0; fc_cpu_feature_name(i); i++)
         if (fc_cpu_feature_present(i)) printf(" %s", fc_cpu_feature_name(i));

@@ -3,6 +3,7 @@
  * here, and .ci/run for the pkg-config build). It uses the dispatch API and
  * the tensor and autograd APIs through the installed headers only. */
 #include <stdio.h>
+#include <string.h>
 
 #include <fucina/fucina.h>
 
@@ -13,6 +14,11 @@ int main(void)
     printf("fucina %s: fc_dispatch_init() = %d, %zu kernel slots, isa cap %s\n", FUCINA_VERSION_STRING, (int)st,
            n, fc_dispatch_cap());
     if (st != FC_OK || n == 0) return 1;
+    /* the library found at run time is the one these headers describe */
+    if (strcmp(fc_version(), FUCINA_VERSION_STRING) != 0) {
+        fprintf(stderr, "fc_version() = %s, the headers say %s\n", fc_version(), FUCINA_VERSION_STRING);
+        return 1;
+    }
 
     char err[256];
     fc_ctx *ctx = fc_ctx_new(NULL, err, sizeof err);
