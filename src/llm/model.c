@@ -5,7 +5,9 @@
  * Keys and defaults follow llama.cpp's hparams loaders: head_count_kv
  * defaults to head_count, key/value_length to n_embd / n_head, rope
  * dimension_count to the head size, rope.freq_base to 10000;
- * layer_norm_rms_epsilon is required. Tensor shapes are checked against the
+ * layer_norm_rms_epsilon is required; it and the RoPE bases must be finite
+ * and > 0, vectors (norm weights, biases, rope_freqs) f32, and no blk.N may
+ * lie past block_count. Tensor shapes are checked against the
  * entry (GGUF dims reversed: [out, in]) so a mismatched file fails at load
  * with the tensor's name, never inside the forward; a tensor the family
  * does not know is an error too (a file of another variant must not load
@@ -96,6 +98,14 @@ static fc_tensor *bind(fc_ctx *ctx, fc_gguf *g, const char *path, const char *na
         else
             fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is %s, expected [%lld, %lld] (GGUF dims reversed)", path, name,
                     d, (long long)s0, (long long)s1);
+        return NULL;
+    }
+    if (rank == 1 && fc_tensor_dtype(t) != FC_F32) { /* the forward reads vectors as floats */
+        char d[128];
+        fc_tensor_describe(t, d, sizeof d);
+        fc_release(t);
+        fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is %s; a norm weight, bias or rope_freqs vector must be f32", path,
+                name, d);
         return NULL;
     }
     const char *names[2] = {n0, n1};
@@ -200,6 +210,13 @@ static int bad_hp(fc_ctx *ctx, const char *fmt, ...) {
     return -1;
 }
 
+/* An f32 hyperparameter the forward divides by or takes powers of (an RMS
+ * epsilon, a RoPE base): NaN, infinities, zero and negatives are refused. */
+static int check_positive(fc_ctx *ctx, const char *path, const char *a, const char *suffix, double v) {
+    if (v > 0 && isfinite(v)) return 0;
+    return bad_hp(ctx, "%s: %s.%s is %g; it must be finite and > 0", path, a, suffix, v);
+}
+
 /* The rope scaling keys: none, linear or YaRN (freq_scale = 1 / factor;
  * YaRN also mixes in extrapolation with ext_factor 1 between the
  * beta_fast / beta_slow correction dims of original_context_length, as
@@ -293,9 +310,17 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
     if (d->q_is_embd && hp->n_head * hp->head_dim != hp->n_embd)
         return bad_hp(ctx, "%s: %s needs head_count x key_length = embedding_length (%lld x %lld != %lld)", path, a,
                       (long long)hp->n_head, (long long)hp->head_dim, (long long)hp->n_embd);
-    if (!(hp->rms_eps > 0) || !(hp->rope_theta > 0))
-        return bad_hp(ctx, "%s: %s.attention.layer_norm_rms_epsilon (%g) and rope.freq_base (%g) must be > 0", path,
-                      a, hp->rms_eps, hp->rope_theta);
+    if (check_positive(ctx, path, a, "attention.layer_norm_rms_epsilon", hp->rms_eps) ||
+        check_positive(ctx, path, a, "rope.freq_base", hp->rope_theta))
+        return -1;
+    /* the sliding layers' own base, when the family reads one and the file has it */
+    for (int i = 0; i < d->n_keys; i++)
+        if (d->keys[i].field == offsetof(fc_llm_hparams, rope_theta_swa)) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.%s", a, d->keys[i].suffix);
+            if (fc_gguf_find_kv(g, key) >= 0 && check_positive(ctx, path, a, d->keys[i].suffix, hp->rope_theta_swa))
+                return -1;
+        }
     if (rope_scaling(ctx, g, path, a, hp)) return -1;
     /* the family's switches */
     hp->rope_neox = d->rope_neox;
@@ -373,6 +398,11 @@ static int check_known(fc_ctx *ctx, fc_gguf *g, const char *path, const fc_llm_a
         if (!strncmp(name, "blk.", 4)) {
             char *end;
             long l = strtol(name + 4, &end, 10);
+            if (end != name + 4 && *end == '.' && l >= hp->n_layer) {
+                fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is in layer %ld, but %s.block_count is %lld", path, name, l,
+                        d->name, (long long)hp->n_layer);
+                return -1;
+            }
             if (end != name + 4 && *end == '.' && l >= 0 && l < hp->n_layer)
                 for (int k = 0; k < d->n_layer && !known; k++)
                     known = fc_llm_tensor_applies(&d->layer[k], hp) && !strcmp(end + 1, d->layer[k].name);

@@ -261,3 +261,89 @@ Test(llm_families, bad_files_are_clear_errors) {
     cr_assert_eq(fc_llm_make_model(ctx, bad, &mo), FC_ERR_INVALID_ARG);
     cr_assert(strstr(fc_ctx_error(ctx), "moe"), "%s", fc_ctx_error(ctx));
 }
+
+/* A copy of src at dst with the f32 key fkey (if non-NULL) set to fv, the
+ * u32 key ukey (if non-NULL) set to uv, and the f32 tensor `f16` (if
+ * non-NULL) stored as F16: a well-formed file whose values lie. */
+static void rewrite(const char *src, const char *dst, const char *fkey, float fv, const char *ukey, uint32_t uv,
+                    const char *f16) {
+    fc_gguf *g = fc_gguf_open(ctx, src, 0);
+    cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    cr_assert_not_null(w, "%s", fc_ctx_error(ctx));
+    for (int64_t i = 0; i < fc_gguf_kv_count(g); i++) {
+        const char *k = fc_gguf_kv_key(g, i);
+        if ((fkey && !strcmp(k, fkey)) || (ukey && !strcmp(k, ukey))) continue;
+        cr_assert_eq(fc_gguf_writer_copy_kv(w, g, i), FC_OK, "%s", fc_ctx_error(ctx));
+    }
+    if (fkey) cr_assert_eq(fc_gguf_set_f32(w, fkey, fv), FC_OK, "%s", fc_ctx_error(ctx));
+    if (ukey) cr_assert_eq(fc_gguf_set_u32(w, ukey, uv), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_tensor *keep[1] = {NULL};
+    for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
+        fc_gguf_tensor_info ti;
+        cr_assert(fc_gguf_tensor_info_at(g, i, &ti));
+        if (f16 && !strcmp(ti.name, f16)) {
+            cr_assert_eq(ti.type, FC_GGML_F32, "%s is not f32", f16);
+            fc_tensor *t = fc_gguf_tensor(g, ti.name);
+            keep[0] = fc_cast(ctx, t, FC_F16);
+            fc_release(t);
+            cr_assert_eq(fc_gguf_writer_add_tensor(w, ti.name, keep[0]), FC_OK, "%s", fc_ctx_error(ctx));
+            continue;
+        }
+        cr_assert_eq(fc_gguf_writer_add_raw(w, ti.name, ti.type, ti.n_dims, ti.ne, ti.data, ti.nbytes), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+    }
+    cr_assert_eq(fc_gguf_writer_save(w, dst), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_release(keep[0]);
+    fc_gguf_writer_free(w);
+    fc_gguf_close(g);
+}
+
+static void expect_refused(const char *bad, const char *s1, const char *s2) {
+    fc_llm_model *m = fc_llm_model_load(ctx, bad);
+    cr_expect_null(m, "%s loaded", bad);
+    fc_llm_model_free(m);
+    const char *e = fc_ctx_error(ctx);
+    cr_expect_eq(fc_ctx_status(ctx), FC_ERR_FORMAT, "%s: %s", bad, e);
+    cr_expect(strstr(e, bad), "message lacks the file: %s", e);
+    cr_expect(strstr(e, s1), "message lacks \"%s\": %s", s1, e);
+    if (s2) cr_expect(strstr(e, s2), "message lacks \"%s\": %s", s2, e);
+    fc_ctx_clear_error(ctx);
+}
+
+/* Hyperparameters the forward cannot use are refused at load, naming the
+ * file, the key or tensor and the reason: an RMS epsilon or a RoPE base that
+ * is not finite and > 0, a norm weight that is not f32 (the forward reads
+ * it as floats), a block_count short of the layers in the file. */
+Test(llm_families, loader_refuses_bad_values) {
+    char path[512], bad[512];
+    make(&(family_case){"llama", NULL, FC_F32, 0, 0, 0, NULL}, "l.gguf", path, sizeof path);
+    const float nums[] = {NAN, -1e-5f, 0.0f, INFINITY, -INFINITY};
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        snprintf(bad, sizeof bad, "%s/l_eps%zu.gguf", dir, i);
+        rewrite(path, bad, "llama.attention.layer_norm_rms_epsilon", nums[i], NULL, 0, NULL);
+        expect_refused(bad, "llama.attention.layer_norm_rms_epsilon", "finite and > 0");
+        snprintf(bad, sizeof bad, "%s/l_base%zu.gguf", dir, i);
+        rewrite(path, bad, "llama.rope.freq_base", nums[i], NULL, 0, NULL);
+        expect_refused(bad, "llama.rope.freq_base", "finite and > 0");
+    }
+    snprintf(bad, sizeof bad, "%s/l_norm_f16.gguf", dir);
+    rewrite(path, bad, NULL, 0, NULL, 0, "blk.0.attn_norm.weight");
+    expect_refused(bad, "blk.0.attn_norm.weight", "f32");
+    snprintf(bad, sizeof bad, "%s/l_out_norm_f16.gguf", dir);
+    rewrite(path, bad, NULL, 0, NULL, 0, "output_norm.weight");
+    expect_refused(bad, "output_norm.weight", "f32");
+    fc_llm_model *m = fc_llm_model_load(ctx, path);
+    cr_assert(m, "%s", fc_ctx_error(ctx));
+    const uint32_t nl = (uint32_t)fc_llm_model_hparams(m)->n_layer;
+    fc_llm_model_free(m);
+    cr_assert_geq(nl, 2u);
+    snprintf(bad, sizeof bad, "%s/l_short.gguf", dir);
+    rewrite(path, bad, NULL, 0, "llama.block_count", nl - 1, NULL);
+    expect_refused(bad, "llama.block_count", "blk.");
+    /* gemma3's own base for the sliding layers */
+    make(&(family_case){"gemma3", NULL, FC_F32, 0, 0, 0, NULL}, "g.gguf", path, sizeof path);
+    snprintf(bad, sizeof bad, "%s/g_swa_base.gguf", dir);
+    rewrite(path, bad, "gemma3.rope.freq_base_swa", NAN, NULL, 0, NULL);
+    expect_refused(bad, "gemma3.rope.freq_base_swa", "finite and > 0");
+}
