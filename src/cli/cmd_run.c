@@ -3,9 +3,13 @@
  * sampler, streaming the text; stop strings end the text early (nothing of
  * a stop string is printed: text that may start one is held back until it
  * cannot); --logits-out dumps the prompt's logits. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
@@ -13,6 +17,7 @@
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
+#include "io/atomic_file.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -126,6 +131,16 @@ int fc_cmd_run(int argc, char **argv) {
         fprintf(stderr, "fucina run: %s\n", !path ? "no MODEL.gguf given" : "give one of -p TEXT or -f FILE");
         goto usage;
     }
+    if (logits_out) {
+        /* writing the logits onto the model being run would replace it (and
+         * with --mmap pull the mapped pages from under the forward pass) */
+        struct stat ms, ls;
+        if (stat(path, &ms) == 0 && stat(logits_out, &ls) == 0 && ms.st_dev == ls.st_dev && ms.st_ino == ls.st_ino) {
+            fprintf(stderr, "fucina run: --logits-out '%s' is the model file itself; give another path\n", logits_out);
+            free(stop);
+            return 2;
+        }
+    }
     char *prompt_buf = NULL;
     if (prompt_file && !(prompt_buf = read_file(prompt_file))) {
         fprintf(stderr, "fucina run: cannot read the prompt file '%s'\n", prompt_file);
@@ -188,12 +203,13 @@ int fc_cmd_run(int argc, char **argv) {
     const fc_llm_logits which = logits_out ? FC_LLM_LOGITS_ALL : FC_LLM_LOGITS_LAST;
     if (fc_llm_session_eval_ex(ctx, s, toks, nt, which, logits) != FC_OK) goto fail;
     if (logits_out) {
-        FILE *f = fopen(logits_out, "wb");
-        /* the host is little-endian (x86-64, aarch64): floats are written as they are */
-        int ok = f && fwrite(logits, sizeof *logits, nt * (size_t)nv, f) == nt * (size_t)nv;
-        if (f && fclose(f)) ok = 0;
-        if (!ok) {
-            fprintf(stderr, "fucina run: cannot write %s\n", logits_out);
+        /* temporary + rename: a reader never sees a torn file, a failure
+         * leaves the old one; the host is little-endian (x86-64, aarch64):
+         * floats are written as they are */
+        fc_atomic_file af;
+        if (!fc_atomic_open(&af, ctx, "fucina run: --logits-out", logits_out) ||
+            !fc_atomic_write(&af, logits, nt * (size_t)nv * sizeof *logits) || !fc_atomic_commit(&af)) {
+            fprintf(stderr, "%s\n", fc_ctx_error(ctx));
             goto done;
         }
     }

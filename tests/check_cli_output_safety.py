@@ -1,0 +1,59 @@
+"""What `fucina` commands write, and where, under misuse (a red-team list).
+
+usage: check_cli_output_safety.py FUCINA WORKDIR
+
+- `run --logits-out` onto the model being run (by its name or a symlink,
+  with --mmap or without) is refused, exit 2, and the model is unchanged; a
+  logits file in a missing directory names the path and strerror.
+"""
+import os
+import subprocess
+import sys
+
+FUCINA, WORK = sys.argv[1], sys.argv[2]
+os.makedirs(WORK, exist_ok=True)
+MODEL = os.path.join(WORK, "safety-tiny.gguf")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(cmd, *args, **kw):
+    return subprocess.run([FUCINA, cmd, *args], capture_output=True, text=True, timeout=300, **kw)
+
+
+r = run("make-model", MODEL, "--seed", "7")
+if r.returncode != 0:
+    sys.exit("make-model failed: " + r.stderr)
+with open(MODEL, "rb") as f:
+    model_bytes = f.read()
+
+# 1. --logits-out onto the model
+link = os.path.join(WORK, "safety-link.gguf")
+if os.path.lexists(link):
+    os.unlink(link)
+os.symlink(os.path.basename(MODEL), link)
+for target in (MODEL, link):
+    for mode in ([], ["--mmap"]):
+        r = run("run", MODEL, "-p", "hi", "-n", "2", "--threads", "1", "--logits-out", target, *mode)
+        check(r.returncode == 2 and "model file itself" in r.stderr,
+              f"run --logits-out {target} {mode}: exit {r.returncode}: {r.stderr.strip()!r}")
+        with open(MODEL, "rb") as f:
+            check(f.read() == model_bytes, f"run --logits-out {target} {mode}: the model changed")
+bad = os.path.join(WORK, "no-such-dir", "logits.bin")
+r = run("run", MODEL, "-p", "hi", "-n", "2", "--threads", "1", "--logits-out", bad)
+check(r.returncode == 1 and bad in r.stderr and "No such file or directory" in r.stderr,
+      f"run --logits-out in a missing directory: exit {r.returncode}: {r.stderr.strip()!r}")
+good = os.path.join(WORK, "logits.bin")
+r = run("run", MODEL, "-p", "hi", "-n", "2", "--threads", "1", "--logits-out", good)
+check(r.returncode == 0 and os.path.getsize(good) > 0 and os.path.getsize(good) % 4 == 0,
+      f"run --logits-out {good}: exit {r.returncode}: {r.stderr.strip()!r}")
+check(not [n for n in os.listdir(WORK) if ".tmp." in n], f"temporaries left: {os.listdir(WORK)}")
+
+if failures:
+    sys.exit(f"{len(failures)} failure(s)")
+print("ok")
