@@ -5,6 +5,9 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
 - `run --logits-out` onto the model being run (by its name or a symlink,
   with --mmap or without) is refused, exit 2, and the model is unchanged; a
   logits file in a missing directory names the path and strerror.
+- quantize / make-model onto a destination that exists and is not a regular
+  file (a FIFO, a directory, /dev/null) is refused up front, exit 2, naming it
+  and its kind; the destination is left as it was.
 """
 import os
 import subprocess
@@ -52,6 +55,22 @@ good = os.path.join(WORK, "logits.bin")
 r = run("run", MODEL, "-p", "hi", "-n", "2", "--threads", "1", "--logits-out", good)
 check(r.returncode == 0 and os.path.getsize(good) > 0 and os.path.getsize(good) % 4 == 0,
       f"run --logits-out {good}: exit {r.returncode}: {r.stderr.strip()!r}")
+check(not [n for n in os.listdir(WORK) if ".tmp." in n], f"temporaries left: {os.listdir(WORK)}")
+
+# 2. a destination that is not a regular file
+import stat
+fifo = os.path.join(WORK, "safety-fifo")
+if not os.path.exists(fifo):
+    os.mkfifo(fifo)
+dird = os.path.join(WORK, "safety-dir")
+os.makedirs(dird, exist_ok=True)
+for dest, kind in ((fifo, "a FIFO"), (dird, "a directory"), ("/dev/null", "a character device")):
+    for cmd in (["quantize", MODEL, dest, "Q8_0"], ["make-model", dest]):
+        r = run(*cmd)
+        check(r.returncode == 2 and dest in r.stderr and kind in r.stderr, f"{cmd}: exit {r.returncode}: {r.stderr.strip()!r}")
+check(stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced")
+check(stat.S_ISDIR(os.stat(dird).st_mode), "the directory was replaced")
+check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced")
 check(not [n for n in os.listdir(WORK) if ".tmp." in n], f"temporaries left: {os.listdir(WORK)}")
 
 if failures:

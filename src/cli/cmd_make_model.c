@@ -9,6 +9,7 @@
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "fucina/quantize.h"
+#include "io/atomic_file.h"
 
 /* "qwen3|qwen3moe|...": every family's name, from the library */
 static const char *arch_list(void)
@@ -109,6 +110,12 @@ int fc_cmd_make_model(int argc, char **argv)
     if (!ctx) {
         fprintf(stderr, "fucina make-model: %s\n", err);
         return 1;
+    }
+    /* a destination that cannot be replaced fails now, not after the work */
+    if (!fc_atomic_check_dest(ctx, "fucina make-model", out)) {
+        fprintf(stderr, "%s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 2;
     }
     fc_status st = fc_llm_make_model(ctx, out, &o);
     if (st != FC_OK) fprintf(stderr, "fucina make-model: %s\n", fc_ctx_error(ctx));

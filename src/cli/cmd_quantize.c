@@ -15,6 +15,7 @@
 #include "fucina/fucina.h"
 #include "fucina/gguf.h"
 #include "fucina/quantize.h"
+#include "io/atomic_file.h"
 
 static void help(FILE *f)
 {
@@ -154,6 +155,12 @@ int fc_cmd_quantize(int argc, char **argv)
     if (!ctx) {
         fprintf(stderr, "fucina quantize: %s\n", err);
         return 1;
+    }
+    /* a destination that cannot be replaced fails now, not after the work */
+    if (!o.dry_run && !fc_atomic_check_dest(ctx, "fucina quantize", pos[1])) {
+        fprintf(stderr, "%s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 2;
     }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);

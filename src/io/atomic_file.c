@@ -34,12 +34,29 @@ static void *io_fail(fc_atomic_file *af, const char *what, const char *file, int
                    strerror(err));
 }
 
+int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 1; /* missing: the open reports a bad directory */
+    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    char pb[160];
+    fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: %s exists and is %s; refusing to replace it with a regular file", op,
+            fc_io_path_for_msg(path, pb, sizeof pb), kind);
+    return 0;
+}
+
 int fc_atomic_open(fc_atomic_file *af, fc_ctx *ctx, const char *op, const char *path)
 {
     memset(af, 0, sizeof *af);
     af->ctx = ctx;
     af->op = op;
     af->fd = -1;
+    if (!fc_atomic_check_dest(ctx, op, path)) return 0;
     size_t n = strlen(path);
     af->path = malloc(n + 1);
     af->tmp = malloc(n + 48);
