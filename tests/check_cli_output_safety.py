@@ -8,6 +8,9 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
 - quantize / make-model onto a destination that exists and is not a regular
   file (a FIFO, a directory, /dev/null) is refused up front, exit 2, naming it
   and its kind; the destination is left as it was.
+- SIGINT or SIGTERM during make-model --preset 0.6b (a 2.4 GB file) leaves
+  no *.tmp.PID.N behind and the process dies by the signal (or exits
+  non-zero), with no output file.
 """
 import os
 import subprocess
@@ -72,6 +75,22 @@ check(stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced")
 check(stat.S_ISDIR(os.stat(dird).st_mode), "the directory was replaced")
 check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced")
 check(not [n for n in os.listdir(WORK) if ".tmp." in n], f"temporaries left: {os.listdir(WORK)}")
+
+# 3. a signal mid-write removes the temporary
+import signal
+import time
+for sig in (signal.SIGINT, signal.SIGTERM):
+    out = os.path.join(WORK, f"safety-big-{sig.name}.gguf")
+    p = subprocess.Popen([FUCINA, "make-model", out, "--preset", "0.6b"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    p.send_signal(sig)
+    rc = p.wait(timeout=300)
+    left = [n for n in os.listdir(WORK) if n.startswith(os.path.basename(out))]
+    check(rc != 0, f"make-model killed by {sig.name}: exit {rc}")
+    check(not left, f"make-model killed by {sig.name}: left {left}")
+    for n in left:
+        os.unlink(os.path.join(WORK, n))
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

@@ -117,6 +117,7 @@ int fc_cmd_make_model(int argc, char **argv)
         fc_ctx_free(ctx);
         return 2;
     }
+    fc_atomic_cleanup_on_signals(); /* ^C must not leave a large temporary behind */
     fc_status st = fc_llm_make_model(ctx, out, &o);
     if (st != FC_OK) fprintf(stderr, "fucina make-model: %s\n", fc_ctx_error(ctx));
     fc_ctx_free(ctx);

@@ -162,6 +162,7 @@ int fc_cmd_quantize(int argc, char **argv)
         fc_ctx_free(ctx);
         return 2;
     }
+    fc_atomic_cleanup_on_signals(); /* ^C must not leave a large temporary behind */
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     fc_quantize_summary s;

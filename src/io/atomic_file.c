@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,55 @@
 /* Distinguishes temporaries of concurrent saves within one process (the pid
  * distinguishes processes). */
 static atomic_uint tmp_counter;
+
+/* The open temporaries, for the signal handler: a slot holds a path while
+ * its file may exist (cleared before the path is freed). */
+#define LIVE_SLOTS 16
+static _Atomic(char *) live_tmp[LIVE_SLOTS];
+
+static void live_add(char *tmp)
+{
+    for (int i = 0; i < LIVE_SLOTS; i++) {
+        char *expect = NULL;
+        if (atomic_compare_exchange_strong(&live_tmp[i], &expect, tmp)) return;
+    }
+    /* more concurrent saves than slots: that one is not cleaned on a signal */
+}
+
+static void live_remove(const char *tmp)
+{
+    for (int i = 0; i < LIVE_SLOTS; i++) {
+        char *expect = (char *)tmp;
+        if (tmp && atomic_compare_exchange_strong(&live_tmp[i], &expect, NULL)) return;
+    }
+}
+
+static void on_fatal_signal(int sig)
+{
+    int saved = errno;
+    for (int i = 0; i < LIVE_SLOTS; i++) {
+        char *p = atomic_load(&live_tmp[i]);
+        if (p) unlink(p);
+    }
+    errno = saved;
+    /* SA_RESETHAND restored the default action; the signal is blocked while
+     * the handler runs, so it is delivered (and kills) once it returns */
+    raise(sig);
+}
+
+void fc_atomic_cleanup_on_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND;
+        (void)sigaction(sigs[i], &sa, NULL);
+    }
+}
 
 const char *fc_io_path_for_msg(const char *path, char *buf, size_t cap)
 {
@@ -73,7 +123,10 @@ int fc_atomic_open(fc_atomic_file *af, fc_ctx *ctx, const char *op, const char *
     for (int tries = 0; tries < 16; tries++) {
         snprintf(af->tmp, n + 48, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&tmp_counter, 1u));
         af->fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (af->fd >= 0) return 1;
+        if (af->fd >= 0) {
+            live_add(af->tmp);
+            return 1;
+        }
         if (errno != EEXIST) break;
     }
     io_fail(af, "create the temporary file", af->tmp, errno);
@@ -89,6 +142,7 @@ void fc_atomic_abort(fc_atomic_file *af)
     if (af->fd >= 0) close(af->fd);
     af->fd = -1;
     if (af->tmp) unlink(af->tmp);
+    live_remove(af->tmp);
     free(af->tmp);
     free(af->path);
     af->tmp = af->path = NULL;
@@ -147,6 +201,7 @@ int fc_atomic_commit(fc_atomic_file *af)
         fc_atomic_abort(af);
         return 0;
     }
+    live_remove(af->tmp);
     free(af->tmp);
     af->tmp = NULL;
     /* Make the rename itself durable. Best effort: the new file is already

@@ -42,6 +42,12 @@ int fc_atomic_commit(fc_atomic_file *af);
 /* Close and remove the temporary; safe to call more than once. */
 void fc_atomic_abort(fc_atomic_file *af);
 
+/* Remove the open temporaries on SIGINT, SIGTERM and SIGHUP, then die by
+ * the signal as before (the handler uses only unlink, sigaction and raise).
+ * A signal the process ignores stays ignored. For a command that writes a
+ * large file (quantize, make-model): ^C would leave a *.tmp.PID.N behind. */
+void fc_atomic_cleanup_on_signals(void);
+
 /* A path shortened for messages (its last ~120 bytes), into buf. */
 const char *fc_io_path_for_msg(const char *path, char *buf, size_t cap);
 
