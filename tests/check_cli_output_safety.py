@@ -11,6 +11,8 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
 - SIGINT or SIGTERM during make-model --preset 0.6b (a 2.4 GB file) leaves
   no *.tmp.PID.N behind and the process dies by the signal (or exits
   non-zero), with no output file.
+- stdout on /dev/full: tokenize, run, info, bench -o json and --version
+  exit 1 saying the output was not written (they exited 0).
 """
 import os
 import subprocess
@@ -91,6 +93,17 @@ for sig in (signal.SIGINT, signal.SIGTERM):
     check(not left, f"make-model killed by {sig.name}: left {left}")
     for n in left:
         os.unlink(os.path.join(WORK, n))
+
+# 4. a stdout that cannot be written
+if os.path.exists("/dev/full"):
+    for cmd in (["tokenize", MODEL, "-p", "hello"], ["run", MODEL, "-p", "hi", "-n", "2", "--threads", "1"],
+                ["info"], ["bench", MODEL, "-o", "json", "-p", "8", "-n", "4", "-r", "1"], ["--version"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([FUCINA, *cmd], stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+        check(r.returncode == 1 and "No space left on device" in r.stderr,
+              f"{cmd} > /dev/full: exit {r.returncode}: {r.stderr.strip()!r}")
+        r = subprocess.run([FUCINA, *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
+        check(r.returncode == 0, f"{cmd} > /dev/null: exit {r.returncode}: {r.stderr.strip()!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

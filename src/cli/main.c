@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fucina: the command-line entry point. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -33,6 +34,26 @@ static void usage(FILE *f)
                "Environment: FUCINA_ISA=<isa> caps the kernel ISA; FUCINA_VERBOSE_DISPATCH=1 prints choices.\n");
 }
 
+/* The command's status, or 1 when its output did not reach stdout (a full
+ * disk, /dev/full, a closed pipe with SIGPIPE ignored): printf's failures are
+ * sticky in the stream, the buffered tail fails at the flush. Without this
+ * every command exited 0 with its output lost. */
+static int finish(const char *cmd, int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int err = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (!bad) return rc;
+    if (rc) return rc; /* the command failed already and said why (tokenize checks its own writes) */
+    fprintf(stderr, "fucina%s%s: writing the output failed: %s\n", cmd ? " " : "", cmd ? cmd : "",
+            strerror(err ? err : EIO));
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -41,14 +62,14 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
-        return 0;
+        return finish(NULL, 0);
     }
     if (!strcmp(argv[1], "--version")) {
         printf("fucina %s\n", fc_version()); /* the library's, not the headers' */
-        return 0;
+        return finish(NULL, 0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) return finish(argv[1], commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "fucina: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
