@@ -59,6 +59,7 @@
 #include "fucina/tokenizer.h"
 #include "ggml_oracle.h"
 #include "llama_abi.h"
+#include "peers/llama_llm.h"
 
 #define MAX_MODELS 8
 #define MAX_LIST 16
@@ -819,36 +820,19 @@ static int server_health(const server *sv)
 
 /* ---- the peer: libllama, N sequences in lockstep -------------------------------- */
 
+/* libllama and ggml's threadpool, loaded once by the llm suite's peer
+ * (bench/peers/llama_llm.c), which attaches a threadpool the same way */
 static struct {
     const fco_llama_api *L;
-    /* ggml's threadpool: as the llm suite's peer attaches one (else ggml
-     * starts and joins threads for every graph) */
-    void (*tp_params_init)(void *params, int n_threads);
-    void *(*tp_new)(void *params);
-    void (*tp_free)(void *);
-    void (*tp_pause)(void *);
-    const char *why;
-    int tried, ok;
+    const fcb_ggml_threadpool *tp;
 } P;
 
 static int peer_available(const char **why)
 {
-    if (!P.tried) {
-        P.tried = 1;
-        P.L = fco_llama_load(&P.why);
-        if (P.L) {
-            *(void **)&P.tp_params_init = fco_ggml_sym("ggml_threadpool_params_init");
-            *(void **)&P.tp_new = fco_ggml_sym("ggml_threadpool_new");
-            *(void **)&P.tp_free = fco_ggml_sym("ggml_threadpool_free");
-            *(void **)&P.tp_pause = fco_ggml_sym("ggml_threadpool_pause");
-            if (!P.tp_params_init || !P.tp_new || !P.tp_free || !P.tp_pause)
-                P.why = "the ggml oracle does not export the ggml_threadpool_* functions";
-            else
-                P.ok = 1;
-        }
-    }
-    if (!P.ok && why) *why = P.why;
-    return P.ok;
+    if (!fcb_llama_available(why)) return 0;
+    P.L = fcb_llama_api();
+    P.tp = fcb_llama_threadpool();
+    return 1;
 }
 
 typedef struct peer {
@@ -874,7 +858,7 @@ static void peer_ctx_free(peer *p)
         P.L->detach_threadpool(p->lc);
         P.L->free_ctx(p->lc);
     }
-    if (p->tp) P.tp_free(p->tp);
+    if (p->tp) P.tp->free(p->tp);
     p->lc = NULL;
     p->tp = NULL;
     for (int i = 0; p->prompt && i < p->n_seq; i++) free(p->prompt[i]);
@@ -916,8 +900,8 @@ static int peer_ctx_new(peer *p, int N, int n_ctx_seq, int threads, char *const 
     /* ggml fills the parameters and we read none of them: room for its
      * struct (a 512-entry CPU mask and a few fields) without mirroring it */
     _Alignas(16) unsigned char tpp[4096];
-    P.tp_params_init(tpp, threads); /* poll 50, as llama-bench's and llama-server's default */
-    p->tp = P.tp_new(tpp);
+    P.tp->params_init(tpp, threads); /* poll 50, as llama-bench's and llama-server's default */
+    p->tp = P.tp->create(tpp);
     if (!p->tp) return *why = "ggml_threadpool_new failed", -1;
     P.L->attach_threadpool(p->lc, p->tp, NULL);
     p->b = P.L->batch_init(longest > N ? longest : N, 0, 1);
@@ -974,7 +958,7 @@ static double peer_run(peer *p, long gen)
     const double t = fcb_now() - t0;
     for (int s = 0; hit && s < p->n_seq; s++) p->eog_hits += hit[s];
     free(hit);
-    P.tp_pause(p->tp); /* its workers poll after a graph: park them while the server runs */
+    P.tp->pause(p->tp); /* its workers poll after a graph: park them while the server runs */
     return (double)p->n_seq * (double)(gen - 1) / t;
 }
 

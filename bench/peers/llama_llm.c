@@ -26,13 +26,13 @@ struct ggml_threadpool_params {
 
 static struct {
     const fco_llama_api *L;
-    void (*tp_params_init)(struct ggml_threadpool_params *, int);
-    void *(*tp_new)(struct ggml_threadpool_params *);
-    void (*tp_free)(void *);
-    void (*tp_pause)(void *);
+    fcb_ggml_threadpool tp;
     const char *why;
     int tried, ok;
 } P;
+
+const fco_llama_api *fcb_llama_api(void) { return P.L; }
+const fcb_ggml_threadpool *fcb_llama_threadpool(void) { return &P.tp; }
 
 struct fcb_llama_model {
     struct llama_model *m;
@@ -51,11 +51,11 @@ int fcb_llama_available(const char **why)
         P.tried = 1;
         P.L = fco_llama_load(&P.why);
         if (P.L) {
-            *(void **)&P.tp_params_init = fco_ggml_sym("ggml_threadpool_params_init");
-            *(void **)&P.tp_new = fco_ggml_sym("ggml_threadpool_new");
-            *(void **)&P.tp_free = fco_ggml_sym("ggml_threadpool_free");
-            *(void **)&P.tp_pause = fco_ggml_sym("ggml_threadpool_pause");
-            if (!P.tp_params_init || !P.tp_new || !P.tp_free || !P.tp_pause)
+            *(void **)&P.tp.params_init = fco_ggml_sym("ggml_threadpool_params_init");
+            *(void **)&P.tp.create = fco_ggml_sym("ggml_threadpool_new");
+            *(void **)&P.tp.free = fco_ggml_sym("ggml_threadpool_free");
+            *(void **)&P.tp.pause = fco_ggml_sym("ggml_threadpool_pause");
+            if (!P.tp.params_init || !P.tp.create || !P.tp.free || !P.tp.pause)
                 P.why = "the ggml oracle does not export the ggml_threadpool_* functions";
             else
                 P.ok = 1;
@@ -115,8 +115,8 @@ fcb_llama_ctx *fcb_llama_ctx_new(fcb_llama_model *m, int n_threads, int n_ctx, i
         return NULL;
     }
     struct ggml_threadpool_params tpp;
-    P.tp_params_init(&tpp, n_threads); /* poll 50, as llama-bench's default */
-    c->tp = P.tp_new(&tpp);
+    P.tp.params_init(&tpp, n_threads); /* poll 50, as llama-bench's default */
+    c->tp = P.tp.create(&tpp);
     if (!c->tp) {
         fcb_llama_ctx_free(c);
         *why = "ggml_threadpool_new failed";
@@ -160,7 +160,7 @@ int fcb_llama_decode(fcb_llama_ctx *c, const int32_t *tokens, int n)
     return 0;
 }
 
-void fcb_llama_pause(fcb_llama_ctx *c) { P.tp_pause(c->tp); }
+void fcb_llama_pause(fcb_llama_ctx *c) { P.tp.pause(c->tp); }
 
 void fcb_llama_ctx_free(fcb_llama_ctx *c)
 {
@@ -170,6 +170,6 @@ void fcb_llama_ctx_free(fcb_llama_ctx *c)
         P.L->detach_threadpool(c->lc);
         P.L->free_ctx(c->lc);
     }
-    if (c->tp) P.tp_free(c->tp);
+    if (c->tp) P.tp.free(c->tp);
     free(c);
 }

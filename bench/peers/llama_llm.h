@@ -14,6 +14,21 @@ typedef struct fcb_llama_ctx fcb_llama_ctx;
 /* 1 when libllama and ggml's threadpool are there; else 0 with *why set. */
 int fcb_llama_available(const char **why);
 
+/* For the other peers that drive libllama themselves (the serve suite's
+ * lockstep decode): the oracle's libllama API and ggml's threadpool
+ * functions, both valid once fcb_llama_available returned 1. A peer
+ * attaches a threadpool to each context, as llama-bench does (else ggml
+ * starts and joins threads for every graph); params_init fills ggml's own
+ * parameter struct, which the caller passes as opaque storage. */
+typedef struct fcb_ggml_threadpool {
+    void (*params_init)(void *params, int n_threads);
+    void *(*create)(void *params);
+    void (*free)(void *tp);
+    void (*pause)(void *tp);
+} fcb_ggml_threadpool;
+const struct fco_llama_api *fcb_llama_api(void);
+const fcb_ggml_threadpool *fcb_llama_threadpool(void);
+
 /* The model (weights loaded as llama.cpp loads them: mmap, CPU repack
  * buffers where it repacks). NULL + *why on failure. */
 fcb_llama_model *fcb_llama_model_load(const char *path, const char **why);
