@@ -13,6 +13,9 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   non-zero), with no output file.
 - stdout on /dev/full: tokenize, run, info, bench -o json and --version
   exit 1 saying the output was not written (they exited 0).
+- make-model --seed / --n-vocab parse strictly ('abc' was seed 0, '12abc'
+  seed 12): exit 2 naming the flag and the value; a number out of range
+  (-n 99999999999) names the real bound, not ">= 0".
 """
 import os
 import subprocess
@@ -104,6 +107,22 @@ if os.path.exists("/dev/full"):
               f"{cmd} > /dev/full: exit {r.returncode}: {r.stderr.strip()!r}")
         r = subprocess.run([FUCINA, *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
         check(r.returncode == 0, f"{cmd} > /dev/null: exit {r.returncode}: {r.stderr.strip()!r}")
+
+# 5. strict numbers, real bounds
+seeded = os.path.join(WORK, "safety-seed.gguf")
+for flag, v in (("--seed", "abc"), ("--seed", "12abc"), ("--seed", "-1"), ("--seed", ""),
+                ("--seed", "18446744073709551616"), ("--n-vocab", "12x"), ("--n-vocab", "")):
+    r = run("make-model", seeded, flag, v)
+    check(r.returncode == 2 and f"{flag} '{v}' is not an integer" in r.stderr,
+          f"make-model {flag} {v!r}: exit {r.returncode}: {r.stderr.strip()!r}")
+    check(not os.path.exists(seeded), f"make-model {flag} {v!r}: wrote a model")
+r = run("make-model", seeded, "--seed", "12")
+check(r.returncode == 0, f"make-model --seed 12: exit {r.returncode}: {r.stderr.strip()!r}")
+for flag, v, bound in (("-n", "99999999999", "0..1073741824"), ("--top-k", "99999999999", "0..1073741824"),
+                       ("--ctx", "99999999999", "0..16777216")):
+    r = run("run", MODEL, "-p", "hi", flag, v)
+    check(r.returncode == 2 and f"{flag} '{v}' is not an integer in {bound}" in r.stderr,
+          f"run {flag} {v}: exit {r.returncode}: {r.stderr.strip()[:200]!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

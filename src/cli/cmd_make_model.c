@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* fucina make-model: write a random-weight model (llama.cpp's names and
  * keys) for tests and demos. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/gen_args.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "fucina/quantize.h"
@@ -60,7 +62,15 @@ int fc_cmd_make_model(int argc, char **argv)
         } else if (!strcmp(a, "--preset") && has) {
             o.preset = argv[++i];
         } else if (!strcmp(a, "--seed") && has) {
-            o.seed = strtoull(argv[++i], NULL, 10);
+            /* strict: "abc" was seed 0, "12abc" seed 12 */
+            const char *v = argv[++i];
+            char *end = NULL;
+            errno = 0;
+            o.seed = strtoull(v, &end, 10);
+            if (!(*v >= '0' && *v <= '9') || *end || errno) {
+                fprintf(stderr, "fucina make-model: --seed '%s' is not an integer in 0..18446744073709551615\n", v);
+                return 2;
+            }
         } else if (!strcmp(a, "--untied")) {
             o.untied = 1;
         } else if (!strcmp(a, "--moe")) {
@@ -77,7 +87,12 @@ int fc_cmd_make_model(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(a, "--n-vocab") && has) {
-            o.n_vocab = strtoll(argv[++i], NULL, 10);
+            long nv = 0;
+            if (fc_cli_parse_long(argv[++i], 0, 2147483647L, &nv)) {
+                fprintf(stderr, "fucina make-model: --n-vocab '%s' is not an integer in 0..2147483647\n", argv[i]);
+                return 2;
+            }
+            o.n_vocab = nv;
         } else if (!strcmp(a, "--mix") && has) {
             o.mix = argv[++i];
         } else if (!strcmp(a, "--dtype") && has) {

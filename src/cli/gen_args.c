@@ -81,10 +81,10 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
     int bad = 0;
     const char *want = "";
     switch (k) {
-    case 0: bad = fc_cli_parse_long(v, 0, 1L << 30, &g->n_gen), want = "an integer >= 0"; break;
+    case 0: bad = fc_cli_parse_long(v, 0, 1L << 30, &g->n_gen), want = "an integer in 0..1073741824"; break;
     case 1: bad = fc_cli_parse_float(v, 0.0, 1e6, &g->sp.temp), want = "a number >= 0"; break;
     case 2:
-        bad = fc_cli_parse_long(v, 0, 1L << 30, &l), want = "an integer >= 0";
+        bad = fc_cli_parse_long(v, 0, 1L << 30, &l), want = "an integer in 0..1073741824";
         g->sp.top_k = (int32_t)l;
         break;
     case 3: bad = fc_cli_parse_float(v, 1e-9, 1.0, &g->sp.top_p), want = "a number in (0, 1]"; break;
@@ -98,7 +98,7 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
         bad = fc_cli_parse_long(v, 1, 1024, &l), want = "an integer in 1..1024";
         g->threads = (int)l;
         break;
-    case 8: bad = fc_cli_parse_long(v, 0, 1L << 24, &g->n_ctx), want = "an integer >= 0"; break;
+    case 8: bad = fc_cli_parse_long(v, 0, 1L << 24, &g->n_ctx), want = "an integer in 0..16777216"; break;
     case 9:
     case 10:
         want = "one of f16, q8_0, f32";
