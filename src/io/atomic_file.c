@@ -95,7 +95,7 @@ int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path)
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a regular file";
     char pb[160];
-    fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: %s exists and is %s; refusing to replace it with a regular file", op,
+    fc_fail(ctx, FC_ERR_IO, "%s: %s exists and is %s; refusing to replace it with a regular file", op,
             fc_io_path_for_msg(path, pb, sizeof pb), kind);
     return 0;
 }

@@ -25,7 +25,7 @@ typedef struct fc_atomic_file {
 
 /* 1 if path may be replaced: it does not exist or is a regular file (a
  * symlink is followed). A directory, device, FIFO or socket is refused: the
- * rename would replace /dev/null with a regular file. Records FC_ERR_INVALID_ARG
+ * rename would replace /dev/null with a regular file. Records FC_ERR_IO
  * naming the path and its kind and returns 0 otherwise. fc_atomic_open checks
  * it too; a command calls it before its work so a bad destination fails fast. */
 int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path);

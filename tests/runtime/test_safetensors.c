@@ -910,9 +910,9 @@ Test(safetensors, failed_saves_leave_nothing)
     /* No such directory: the temporary cannot be created. */
     expect_status(fc_safetensors_save(ctx, P("missing/x.st"), ts, 1, NULL, 0), FC_ERR_IO,
                   "cannot create the temporary file", "missing/x.st.tmp.");
-    /* The destination is a directory: the rename fails after the data was written. */
+    /* The destination is a directory: refused before any data is written. */
     cr_assert_eq(mkdir(P("sub"), 0755), 0);
-    expect_status(fc_safetensors_save(ctx, P("sub"), ts, 1, NULL, 0), FC_ERR_IO, "cannot rename", NULL);
+    expect_status(fc_safetensors_save(ctx, P("sub"), ts, 1, NULL, 0), FC_ERR_IO, "exists and is a directory", "sub");
     /* A write fails halfway (a 16 KiB file size limit). */
     struct rlimit old, lim;
     cr_assert_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
