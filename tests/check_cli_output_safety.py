@@ -110,6 +110,8 @@ if os.path.exists("/dev/full"):
 
 # 5. strict numbers, real bounds
 seeded = os.path.join(WORK, "safety-seed.gguf")
+if os.path.exists(seeded):
+    os.unlink(seeded)  # an earlier run's
 for flag, v in (("--seed", "abc"), ("--seed", "12abc"), ("--seed", "-1"), ("--seed", ""),
                 ("--seed", "18446744073709551616"), ("--n-vocab", "12x"), ("--n-vocab", "")):
     r = run("make-model", seeded, flag, v)
