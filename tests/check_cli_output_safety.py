@@ -16,6 +16,8 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
 - make-model --seed / --n-vocab parse strictly ('abc' was seed 0, '12abc'
   seed 12): exit 2 naming the flag and the value; a number out of range
   (-n 99999999999) names the real bound, not ">= 0".
+- demo spirals: a value out of range (--steps 0, --lr nan) names the option,
+  the value and the range (it exited 2 without a word).
 """
 import os
 import subprocess
@@ -125,6 +127,16 @@ for flag, v, bound in (("-n", "99999999999", "0..1073741824"), ("--top-k", "9999
     r = run("run", MODEL, "-p", "hi", flag, v)
     check(r.returncode == 2 and f"{flag} '{v}' is not an integer in {bound}" in r.stderr,
           f"run {flag} {v}: exit {r.returncode}: {r.stderr.strip()[:200]!r}")
+
+# demo: a value out of range is exit 2 with a message naming the option, the
+# value and the range (it was a silent exit 2)
+for flag, v, what in (("--steps", "0", "an integer >= 1"), ("--steps", "1.5", "an integer >= 1"),
+                      ("--lr", "nan", "a finite number > 0"), ("--lr", "0", "a finite number > 0"),
+                      ("--dropout", "1", "a number in [0, 1)"), ("--min-accuracy", "2", "a number in [0, 1]"),
+                      ("--log", "0", "an integer >= 1")):
+    r = run("demo", "spirals", flag, v)
+    check(r.returncode == 2 and f"{flag} '{v}' must be {what}" in r.stderr,
+          f"demo spirals {flag} {v}: exit {r.returncode}: {r.stderr.strip()!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

@@ -3,6 +3,7 @@
  * two-spirals classifier (src/train/spirals.c) with each chosen optimizer
  * and reports the training accuracy; it fails (exit 1) when an optimizer
  * ends below --min-accuracy. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,21 @@ static int parse_num(const char *opt, const char *s, double *out)
     return 1;
 }
 
+/* A finite number option within [lo, hi] ((lo, hi] when lo_open; whole when
+ * integer), else 0 after saying which option, the value and what it must be. */
+static int in_range(const char *opt, const char *s, double *out, double lo, int lo_open, double hi, int integer,
+                    const char *what)
+{
+    double v;
+    if (!parse_num(opt, s, &v)) return 0;
+    if (!isfinite(v) || v < lo || (lo_open && v == lo) || v > hi || (integer && v != floor(v))) {
+        fprintf(stderr, "fucina demo spirals: %s '%s' must be %s\n", opt, s, what);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
 int fc_cmd_demo(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -65,13 +81,13 @@ int fc_cmd_demo(int argc, char **argv)
         if (!strcmp(a, "--optimizer") && val) which = val;
         else if (!strcmp(a, "--save") && val) cfg.save_path = val;
         else if (!strcmp(a, "--resume") && val) cfg.resume_path = val;
-        else if (!strcmp(a, "--steps")) { if (!parse_num(a, val, &v) || v < 1) return 2; cfg.steps = (int64_t)v; }
-        else if (!strcmp(a, "--lr")) { if (!parse_num(a, val, &v) || !(v > 0)) return 2; cfg.lr = v; }
-        else if (!strcmp(a, "--seed")) { if (!parse_num(a, val, &v) || v < 0) return 2; cfg.seed = (uint64_t)v; }
-        else if (!strcmp(a, "--dropout")) { if (!parse_num(a, val, &v) || !(v >= 0 && v < 1)) return 2; cfg.dropout = v; }
-        else if (!strcmp(a, "--min-accuracy")) { if (!parse_num(a, val, &v)) return 2; min_acc = v; }
-        else if (!strcmp(a, "--save-at")) { if (!parse_num(a, val, &v) || v < 1) return 2; cfg.save_at = (int64_t)v; }
-        else if (!strcmp(a, "--log")) { if (!parse_num(a, val, &v) || v < 1) return 2; cfg.log_every = (int64_t)v; cfg.log = stdout; }
+        else if (!strcmp(a, "--steps")) { if (!in_range(a, val, &v, 1, 0, 1e15, 1, "an integer >= 1")) return 2; cfg.steps = (int64_t)v; }
+        else if (!strcmp(a, "--lr")) { if (!in_range(a, val, &v, 0, 1, INFINITY, 0, "a finite number > 0")) return 2; cfg.lr = v; }
+        else if (!strcmp(a, "--seed")) { if (!in_range(a, val, &v, 0, 0, 9007199254740992.0, 1, "an integer >= 0")) return 2; cfg.seed = (uint64_t)v; }
+        else if (!strcmp(a, "--dropout")) { if (!in_range(a, val, &v, 0, 0, nextafter(1.0, 0.0), 0, "a number in [0, 1)")) return 2; cfg.dropout = v; }
+        else if (!strcmp(a, "--min-accuracy")) { if (!in_range(a, val, &v, 0, 0, 1, 0, "a number in [0, 1]")) return 2; min_acc = v; }
+        else if (!strcmp(a, "--save-at")) { if (!in_range(a, val, &v, 1, 0, 1e15, 1, "an integer >= 1")) return 2; cfg.save_at = (int64_t)v; }
+        else if (!strcmp(a, "--log")) { if (!in_range(a, val, &v, 1, 0, 1e15, 1, "an integer >= 1")) return 2; cfg.log_every = (int64_t)v; cfg.log = stdout; }
         else {
             fprintf(stderr, "fucina demo spirals: unknown option or missing value: '%s'\n", a);
             return 2;
