@@ -16,6 +16,7 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
 - make-model --seed / --n-vocab parse strictly ('abc' was seed 0, '12abc'
   seed 12): exit 2 naming the flag and the value; a number out of range
   (-n 99999999999) names the real bound, not ">= 0".
+- a NUL byte: run -f keeps the whole file; chat refuses a line holding one.
 - demo spirals: a value out of range (--steps 0, --lr nan) names the option,
   the value and the range (it exited 2 without a word).
 """
@@ -137,6 +138,18 @@ for flag, v, what in (("--steps", "0", "an integer >= 1"), ("--steps", "1.5", "a
     r = run("demo", "spirals", flag, v)
     check(r.returncode == 2 and f"{flag} '{v}' must be {what}" in r.stderr,
           f"demo spirals {flag} {v}: exit {r.returncode}: {r.stderr.strip()!r}")
+
+# a NUL byte in the prompt: run -f reads the whole file (it stopped at the
+# NUL); chat refuses a line holding one instead of sending what precedes it
+nul = os.path.join(WORK, "safety-nul.txt")
+with open(nul, "wb") as f:
+    f.write(b"ab\x00cd")
+r = subprocess.run([FUCINA, "run", MODEL, "-f", nul, "-n", "0"], capture_output=True, timeout=300)
+check(r.returncode == 0 and r.stdout.startswith(b"ab\x00cd"),
+      f"run -f with a NUL: exit {r.returncode}, stdout {r.stdout[:20]!r}")
+r = subprocess.run([FUCINA, "chat", MODEL, "-n", "2"], input=b"hi\x00there\n", capture_output=True, timeout=300)
+check(r.returncode == 0 and b"NUL byte: not sent" in r.stderr,
+      f"chat with a NUL in a line: exit {r.returncode}, stderr {r.stderr[-200:]!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

@@ -211,6 +211,11 @@ int fc_cmd_chat(int argc, char **argv) {
             printf("> %s\n", line);
             fflush(stdout); /* before any status line on stderr */
         }
+        if (memchr(line, 0, n)) {
+            /* a message is a C string: a NUL would cut it where nobody sees */
+            fprintf(stderr, "fucina chat: the line holds a NUL byte: not sent\n");
+            continue;
+        }
         if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
         if (!strcmp(line, "/reset")) {
             fc_chat_clear(c);

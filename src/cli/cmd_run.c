@@ -39,7 +39,8 @@ static void help(FILE *f) {
             fc_cli_gen_args_help);
 }
 
-static char *read_file(const char *path) {
+/* The file's bytes (NUL-terminated, *len of them: a NUL inside is kept). */
+static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     size_t cap = 4096, n = 0;
@@ -58,6 +59,7 @@ static char *read_file(const char *path) {
     }
     fclose(f);
     if (p) p[n] = 0;
+    *len = n;
     return p;
 }
 
@@ -142,12 +144,14 @@ int fc_cmd_run(int argc, char **argv) {
         }
     }
     char *prompt_buf = NULL;
-    if (prompt_file && !(prompt_buf = read_file(prompt_file))) {
+    size_t prompt_len = 0;
+    if (prompt_file && !(prompt_buf = read_file(prompt_file, &prompt_len))) {
         fprintf(stderr, "fucina run: cannot read the prompt file '%s'\n", prompt_file);
         free(stop);
         return 2;
     }
     const char *prompt = prompt_file ? prompt_buf : prompt_arg;
+    if (!prompt_file) prompt_len = strlen(prompt_arg);
     fc_ctx *ctx = fc_cli_ctx_new("run", &g);
     if (!ctx) {
         free(prompt_buf);
@@ -171,7 +175,7 @@ int fc_cmd_run(int argc, char **argv) {
     const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
-    if (fc_tokenize(ctx, tk, prompt, strlen(prompt), FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, &toks,
+    if (fc_tokenize(ctx, tk, prompt, prompt_len, FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, &toks,
                     &nt) != FC_OK)
         goto fail;
     if (nt == 0) {
@@ -213,7 +217,7 @@ int fc_cmd_run(int argc, char **argv) {
             goto done;
         }
     }
-    fwrite(prompt, 1, strlen(prompt), stdout);
+    fwrite(prompt, 1, prompt_len, stdout);
     for (size_t i = 0; i < nt; i++) fc_sampler_accept(smp, toks[i]);
     const float *last = logits_out ? logits + (nt - 1) * (size_t)nv : logits;
     int stopped = 0;
