@@ -30,8 +30,14 @@ static void usage(FILE *f)
     fprintf(f, "usage: fucina <command> [options]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nRun 'fucina <command> --help' for a command's options.\n"
-               "Environment: FUCINA_ISA=<isa> caps the kernel ISA; FUCINA_VERBOSE_DISPATCH=1 prints choices.\n");
+    fprintf(f, "\nRun 'fucina <command> --help' for a command's options.\n\n"
+               "Environment:\n"
+               "  FUCINA_THREADS=N           compute threads (default: the usable cores)\n"
+               "  FUCINA_ISA=ISA             cap the kernel ISA: scalar, avx2, avx_vnni, avx512, neon, ...\n"
+               "  FUCINA_VERBOSE_DISPATCH=1  print the kernel arm chosen for every slot\n"
+               "  FUCINA_SPIN_US=N           microseconds a worker spins for work before it parks\n"
+               "  FUCINA_NO_PROGRESS=1       no progress bars, even on a terminal\n"
+               "A bad FUCINA_THREADS or FUCINA_ISA is an error naming it, in every command.\n");
 }
 
 /* The command's status, or 1 when its output did not reach stdout (a full
