@@ -71,7 +71,7 @@ Test(dispatch, fucina_info_honours_fucina_isa)
     if (!cli) cr_skip_test("FUCINA_FUCINA_CLI is not set (run through ctest)");
     static char out[1 << 20];
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "FUCINA_ISA=scalar '%s' info 2>&1", cli);
+    snprintf(cmd, sizeof cmd, "FUCINA_ISA=scalar '%s' info --slots 2>&1", cli);
     cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "%s", out);
     cr_expect(strstr(out, "isa cap: scalar") != NULL, "%s", out);
     size_t slots = 0;

@@ -13,8 +13,8 @@ static void help(FILE *f)
     fprintf(f, "usage: fucina info [--slots]\n"
                "       fucina info MODEL.gguf [--all]\n\n"
                "Without a file: prints the version, the CPU features Fucina detects, the ISAs of this\n"
-               "build and whether this CPU runs them, the ISA cap (FUCINA_ISA), and with --slots (the\n"
-               "default when stdout is not a terminal too) the arm chosen for every kernel slot.\n\n"
+               "build and whether this CPU runs them, the ISA cap (FUCINA_ISA), and how many kernel\n"
+               "slots each ISA serves; --slots lists the arm chosen for every slot.\n\n"
                "With a GGUF file: its version, alignment and data offset; every metadata key with its\n"
                "type and value (arrays as type, length and the first few items; --all prints every\n"
                "item); the tensor table (name, type, shape in GGUF order ne[0] first, bytes, offset in\n"
@@ -178,7 +178,7 @@ static int info_gguf(const char *path, int all)
 
 int fc_cmd_info(int argc, char **argv)
 {
-    int slots = 1, all = 0;
+    int slots = 0, all = 0;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -211,8 +211,21 @@ int fc_cmd_info(int argc, char **argv)
     for (size_t i = 0; fc_isa_name(i); i++)
         printf(" %s(%s)", fc_isa_name(i), fc_isa_supported(i) ? "yes" : "no");
     printf("\nisa cap: %s\n", fc_dispatch_cap());
+    {
+        /* the summary: slots per chosen ISA, in the order of the ISA list */
+        printf("slots: %zu (", fc_kernel_slot_count());
+        int first = 1;
+        for (size_t k = 0; fc_isa_name(k); k++) {
+            size_t n = 0;
+            for (size_t i = 0; i < fc_kernel_slot_count(); i++) {
+                fc_kernel_slot s;
+                if (fc_kernel_slot_get(i, &s) == FC_OK && !strcmp(s.isa, fc_isa_name(k))) n++;
+            }
+            if (n) printf("%s%s %zu", first ? "" : ", ", fc_isa_name(k), n), first = 0;
+        }
+        printf(")%s\n", slots ? "" : "; --slots lists them");
+    }
     if (slots) {
-        printf("slots: %zu\n", fc_kernel_slot_count());
         printf("%-28s %-10s %-6s %s\n", "slot", "isa", "tile", "symbol");
         for (size_t i = 0; i < fc_kernel_slot_count(); i++) {
             fc_kernel_slot s;
