@@ -17,6 +17,7 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   seed 12): exit 2 naming the flag and the value; a number out of range
   (-n 99999999999) names the real bound, not ">= 0".
 - a NUL byte: run -f keeps the whole file; chat refuses a line holding one.
+- quantize of a quantized model: refused without --allow-requantize.
 - demo spirals: a value out of range (--steps 0, --lr nan) names the option,
   the value and the range (it exited 2 without a word).
 """
@@ -150,6 +151,21 @@ check(r.returncode == 0 and r.stdout.startswith(b"ab\x00cd"),
 r = subprocess.run([FUCINA, "chat", MODEL, "-n", "2"], input=b"hi\x00there\n", capture_output=True, timeout=300)
 check(r.returncode == 0 and b"NUL byte: not sent" in r.stderr,
       f"chat with a NUL in a line: exit {r.returncode}, stderr {r.stderr[-200:]!r}")
+
+# quantize a quantized model: refused (exit 2, naming a tensor and the flag)
+# unless --allow-requantize, as llama-quantize does
+q8 = os.path.join(WORK, "safety-q8.gguf")
+q4 = os.path.join(WORK, "safety-q4.gguf")
+for f in (q8, q4):
+    if os.path.exists(f):
+        os.unlink(f)
+r = run("quantize", MODEL, q8, "Q8_0", "--quiet")
+check(r.returncode == 0, f"quantize to Q8_0: exit {r.returncode}: {r.stderr.strip()!r}")
+r = run("quantize", q8, q4, "Q4_0", "--quiet")
+check(r.returncode == 2 and "is already Q8_0" in r.stderr and "--allow-requantize" in r.stderr
+      and not os.path.exists(q4), f"requantize without the flag: exit {r.returncode}: {r.stderr.strip()!r}")
+r = run("quantize", q8, q4, "Q4_0", "--quiet", "--allow-requantize")
+check(r.returncode == 0 and os.path.exists(q4), f"requantize with the flag: exit {r.returncode}: {r.stderr.strip()!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

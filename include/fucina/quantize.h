@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Fucina: quantizing GGUF models (llama-quantize's mixes and rules).
  *
- * NOTE (engineer E, 02:41 UTC): this header was overwritten by mistake at
- * 02:40 and reconstructed from its users (src/io/gguf_quantize.c,
- * src/cli/cmd_quantize.c); its owner should check the comments and field
- * order against the original. The block-tensor API is in fucina/qtensor.h.
+ * The block-tensor API is in fucina/qtensor.h.
  *
  * fc_gguf_quantize re-encodes every weight tensor of a GGUF file to the
  * type llama.cpp's rules pick for a mix ("Q4_K_M", "Q8_0", ...), copies the
@@ -44,6 +41,12 @@ typedef struct fc_quantize_options {
     int n_threads;                 /* > 0: an own pool of that size; 0: the context's */
     void (*progress)(void *user, const fc_quantize_progress *p);
     void *progress_user;
+    /* 0 (llama-quantize's default): a tensor already in a block format that
+     * the mix would re-encode is an FC_ERR_INVALID_ARG error naming it (a
+     * second quantization loses what the first kept); 1: re-encode it. */
+    int allow_requantize;
+    /* 1: output.weight keeps its type (llama-quantize --leave-output-tensor) */
+    int leave_output_tensor;
 } fc_quantize_options;
 
 typedef struct fc_quantize_summary {

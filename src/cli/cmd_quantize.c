@@ -32,6 +32,9 @@ static void help(FILE *f)
                "  --pure                        every quantizable tensor gets TYPE's base type\n"
                "  --output-tensor-type T        type of output.weight (a ggml type: q8_0, q6_K, f16, ...)\n"
                "  --token-embedding-type T      type of token_embd.weight\n"
+               "  --leave-output-tensor         output.weight keeps its type\n"
+               "  --allow-requantize            re-encode tensors that are already quantized (refused\n"
+               "                                otherwise: a second quantization loses what the first kept)\n"
                "  --threads N                   worker threads (default: FUCINA_THREADS or the cores)\n"
                "  --dry-run                     print the plan (tensor, type, size) and write nothing\n"
                "  --progress / --quiet          per-tensor lines on stderr (default: when it is a terminal)\n"
@@ -88,6 +91,10 @@ int fc_cmd_quantize(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--pure")) {
             o.pure = 1;
+        } else if (!strcmp(a, "--allow-requantize")) {
+            o.allow_requantize = 1;
+        } else if (!strcmp(a, "--leave-output-tensor")) {
+            o.leave_output_tensor = 1;
         } else if (!strcmp(a, "--dry-run")) {
             o.dry_run = 1;
         } else if (!strcmp(a, "--progress")) {

@@ -350,6 +350,14 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
     free(ordered);
     if (!ok) return fail(&r, FC_ERR_INVALID_ARG, "%s: %s", fc_io_path_for_msg(in_path, pb, sizeof pb), why);
 
+    /* llama-quantize --leave-output-tensor: output.weight as it is */
+    if (opt->leave_output_tensor)
+        for (int64_t k = 0; k < n; k++)
+            if (!strcmp(r.info[r.perm[k]].name, "output.weight")) {
+                r.types[k] = r.info[r.perm[k]].type;
+                r.fallback[k] = 0;
+            }
+
     /* every conversion must be possible before a file is created */
     fc_quantize_summary sum;
     memset(&sum, 0, sizeof sum);
@@ -365,6 +373,11 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
         sum.bytes_out += row_bytes(to, ne0) * (uint64_t)(elems / ne0);
         sum.n_fallback += r.fallback[k];
         if (to == ti->type) continue;
+        if (!opt->allow_requantize && ti->type != FC_GGML_F32 && ti->type != FC_GGML_F16 && ti->type != FC_GGML_BF16)
+            return fail(&r, FC_ERR_INVALID_ARG,
+                        "tensor \"%s\" is already %s: re-encoding it to %s loses what the first quantization kept "
+                        "(allow it with --allow-requantize)",
+                        ti->name, ti->type_name, fc_ggml_type_name(to));
         sum.n_changed++;
         if (opt->dry_run) continue; /* the plan is printed whatever the encoders */
         if (!can_decode(ti->type))

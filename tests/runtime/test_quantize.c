@@ -395,6 +395,66 @@ Test(quantize, plan_matches_llama_cpp_moe)
     plans_match_llama(&c, "moe8", 0);
 }
 
+/* --allow-requantize: a model already in a block format is refused by
+ * default, as llama_model_quantize refuses it (allow_requantize false), and
+ * re-encoded with the option; --leave-output-tensor: output.weight keeps
+ * its type, as llama.cpp's quantize_output_tensor = false keeps it. */
+Test(quantize, requantize_refused_unless_allowed_as_llama_cpp)
+{
+    write_model(P("in.gguf"), &QWEN3);
+    cr_assert_eq(ours(P("in.gguf"), P("q8.gguf"), "Q8_0", 1, 0), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(ours(P("q8.gguf"), P("q4.gguf"), "Q4_0", 1, 0), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "is already Q8_0") && strstr(fc_ctx_error(ctx), "--allow-requantize"), "%s",
+              fc_ctx_error(ctx));
+    struct stat st;
+    cr_assert(stat(P("q4.gguf"), &st) != 0, "a refused requantization wrote a file");
+    /* llama.cpp refuses it too */
+    default_params_fn defaults;
+    quantize_fn q = oracle(&defaults);
+    llama_model_quantize_params lp = defaults();
+    lp.nthread = 1;
+    lp.ftype = 2; /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+    cr_assert_neq(q(P("q8.gguf"), P("lq4.gguf"), &lp), 0u, "llama_model_quantize requantized without allow_requantize");
+    fc_quantize_options o = fc_quantize_default_options();
+    o.type = "Q4_0";
+    o.n_threads = 1;
+    o.allow_requantize = 1;
+    fc_ctx_clear_error(ctx);
+    cr_assert_eq(fc_gguf_quantize(ctx, P("q8.gguf"), P("q4.gguf"), &o, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    lp.allow_requantize = true;
+    cr_assert_eq(q(P("q8.gguf"), P("lq4.gguf"), &lp), 0u);
+    expect_same_file(P("q4.gguf"), P("lq4.gguf"), "Q8_0 -> Q4_0 with allow_requantize");
+}
+
+Test(quantize, leave_output_tensor_plan_matches_llama_cpp)
+{
+    model_cfg c = QWEN3; /* untied: output.weight exists */
+    write_model(P("in.gguf"), &c);
+    default_params_fn defaults;
+    quantize_fn q = oracle(&defaults);
+    llama_model_quantize_params lp = defaults();
+    lp.nthread = 1;
+    lp.ftype = 15; /* Q4_K_M */
+    lp.quantize_output_tensor = false;
+    cr_assert_eq(q(P("in.gguf"), P("l.gguf"), &lp), 0u);
+    fc_quantize_options o = fc_quantize_default_options();
+    plan pl = {.n = 0};
+    o.type = "Q4_K_M";
+    o.dry_run = 1;
+    o.leave_output_tensor = 1;
+    o.progress = on_plan;
+    o.progress_user = &pl;
+    cr_assert_eq(fc_gguf_quantize(ctx, P("in.gguf"), NULL, &o, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    int found = 0;
+    for (int i = 0; i < pl.n; i++)
+        if (!strcmp(pl.names[i], "output.weight")) {
+            found = 1;
+            cr_assert_eq(pl.types[i], FC_GGML_F32, "output.weight became type %u", pl.types[i]);
+        }
+    cr_assert(found, "the model has no output.weight");
+    expect_plan_matches(&pl, P("l.gguf"), "Q4_K_M, output left");
+}
+
 /* ---- files: byte-identical to llama.cpp's where the encoders are -------------------- */
 
 static void same_as_llama(const model_cfg *c, const char *mix, int ftype)
