@@ -22,6 +22,7 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   the value and the range (it exited 2 without a word).
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -166,6 +167,13 @@ check(r.returncode == 2 and "is already Q8_0" in r.stderr and "--allow-requantiz
       and not os.path.exists(q4), f"requantize without the flag: exit {r.returncode}: {r.stderr.strip()!r}")
 r = run("quantize", q8, q4, "Q4_0", "--quiet", "--allow-requantize")
 check(r.returncode == 0 and os.path.exists(q4), f"requantize with the flag: exit {r.returncode}: {r.stderr.strip()!r}")
+
+# quantize --help: each type with its base's bits per weight (ggml's block
+# sizes: Q4_K 144 bytes per 256 weights, Q6_K 210 per 256, Q8_0 34 per 32)
+r = run("quantize", "--help")
+for mix, bpw in (("Q4_K_M", "4.5"), ("Q6_K", "6.562"), ("Q8_0", "8.5"), ("F16", "16")):
+    check(re.search(rf"\b{mix}\s+\S+\s+{re.escape(bpw)} bpw", r.stdout) is not None,
+          f"quantize --help: no '{mix} ... {bpw} bpw' in {r.stdout[:400]!r}")
 
 if failures:
     sys.exit(f"{len(failures)} failure(s)")

@@ -16,6 +16,8 @@
 #include "fucina/gguf.h"
 #include "fucina/quantize.h"
 #include "io/atomic_file.h"
+#include "io/gguf_quantize_policy.h"
+#include "quant/quant.h"
 
 static void help(FILE *f)
 {
@@ -26,8 +28,15 @@ static void help(FILE *f)
                "rows whose length is not a multiple of the block fall back to a smaller block). The\n"
                "metadata is copied, general.file_type and general.quantization_version are set.\n"
                "The input is streamed; OUT.gguf appears only when complete.\n\n"
-               "TYPE (any case):");
-    for (int i = 0; fc_quantize_mix_name(i); i++) fprintf(f, "%s %s", i % 12 == 11 ? "\n     " : "", fc_quantize_mix_name(i));
+               "TYPE (any case), with the bits per weight of its base type (a mix gives some tensors more):\n");
+    for (size_t i = 0; fc_quant_mix_at(i); i++) {
+        const fc_quant_mix *m = fc_quant_mix_at(i);
+        const fcq_traits *t = fcq_traits_of(m->base);
+        const double bpw = m->base == FC_GGML_F32                          ? 32.0
+                           : m->base == FC_GGML_F16 || m->base == FC_GGML_BF16 ? 16.0
+                           : t ? 8.0 * t->block_bytes / t->block_elems : 0.0;
+        fprintf(f, "%s  %-10s %-7s %6.4g bpw", i == 0 ? "" : i % 3 ? "   " : "\n", m->name, fc_ggml_type_name(m->base), bpw);
+    }
     fprintf(f, "\n\nOptions:\n"
                "  --pure                        every quantizable tensor gets TYPE's base type\n"
                "  --output-tensor-type T        type of output.weight (a ggml type: q8_0, q6_K, f16, ...)\n"
