@@ -60,6 +60,25 @@ int fcb_parse_double(const char *cmd, const char *flag, const char *s, double lo
     return 1;
 }
 
+int fcb_parse_int_list(const char *cmd, const char *flag, const char *s, int lo, int hi, int *out, int max,
+                       int *count)
+{
+    *count = 0;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < lo || x > hi || (*end && *end != ',') || *count == max) {
+            fprintf(stderr, "fucina-bench %s: %s: bad list '%s' (up to %d integers in [%d, %d])\n", cmd, flag, s, max,
+                    lo, hi);
+            return 0;
+        }
+        out[(*count)++] = (int)x;
+        if (!*end) return 1;
+        p = end + 1;
+    }
+}
+
 int fcb_parse_sizes(const char *cmd, const char *flag, const char *s, size_t *out, int max, int *count)
 {
     int n = 0;

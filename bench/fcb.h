@@ -118,6 +118,10 @@ int fcb_arg_is(fcb_argv *a, const char *name, const char **value);
 /* Parsers: 0 and a message naming `flag` on stderr if the value is bad. */
 int fcb_parse_int(const char *cmd, const char *flag, const char *s, long lo, long hi, long *out);
 int fcb_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
+/* "1,2,8": at most max integers, each in [lo, hi]; 0 after naming the flag,
+ * the list and the rule on stderr. */
+int fcb_parse_int_list(const char *cmd, const char *flag, const char *s, int lo, int hi, int *out, int max,
+                       int *count);
 /* "4096,256k,16M" (k, M, G: powers of 1024); at most max values, each >= 1. */
 int fcb_parse_sizes(const char *cmd, const char *flag, const char *s, size_t *out, int max, int *count);
 /* Does `name` pass a --filter list: contains one of the patterns, or

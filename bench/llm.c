@@ -67,23 +67,6 @@ static void help(FILE *f)
                "figures want an idle machine. Exit status: 0 ok, 1 run-time failure, 2 bad command line.\n");
 }
 
-static int parse_list(const char *flag, const char *v, int lo, int hi, int *out, int *n)
-{
-    *n = 0;
-    for (const char *s = v;;) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || (*end && *end != ',') || *n == MAX_LIST) {
-            fprintf(stderr, "fucina-bench llm: %s: bad list '%s' (up to %d integers in [%d, %d])\n", flag, v,
-                    MAX_LIST, lo, hi);
-            return 0;
-        }
-        out[(*n)++] = (int)x;
-        if (!*end) return 1;
-        s = end + 1;
-    }
-}
-
 static int parse(int argc, char **argv, lopts *o)
 {
     *o = (lopts){.threads = {2}, .nthreads = 1, .prompts = {1, 4, 16, 64, 128, 512}, .nprompts = 6, .gens = {32},
@@ -102,11 +85,11 @@ static int parse(int argc, char **argv, lopts *o)
             o->roofline = 0;
             a.i++;
         } else if (fcb_arg_is(&a, "--threads", &v)) {
-            if (!parse_list("--threads", v, 1, 256, o->threads, &o->nthreads)) return -1;
+            if (!fcb_parse_int_list("llm", "--threads", v, 1, 256, o->threads, MAX_LIST, &o->nthreads)) return -1;
         } else if (fcb_arg_is(&a, "--prompts", &v)) {
-            if (!parse_list("--prompts", v, 1, 1 << 16, o->prompts, &o->nprompts)) return -1;
+            if (!fcb_parse_int_list("llm", "--prompts", v, 1, 1 << 16, o->prompts, MAX_LIST, &o->nprompts)) return -1;
         } else if (fcb_arg_is(&a, "--gen", &v)) {
-            if (!parse_list("--gen", v, 1, 1 << 16, o->gens, &o->ngens)) return -1;
+            if (!fcb_parse_int_list("llm", "--gen", v, 1, 1 << 16, o->gens, MAX_LIST, &o->ngens)) return -1;
         } else if (fcb_arg_is(&a, "--rounds", &v)) {
             if (!fcb_parse_int("llm", "--rounds", v, 1, MAX_ROUNDS, &o->rounds)) return -1;
         } else if (fcb_arg_is(&a, "--ctx", &v)) {

@@ -101,23 +101,6 @@ static void help(FILE *f)
             "Exit status: 0 ok, 1 run-time failure (server, peer, output file), 2 bad command line.\n");
 }
 
-static int parse_list(const char *flag, const char *v, int lo, int hi, int *out, int *n)
-{
-    *n = 0;
-    for (const char *s = v;;) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < lo || x > hi || (*end && *end != ',') || *n == MAX_LIST) {
-            fprintf(stderr, "fucina-bench serve: %s: bad list '%s' (up to %d integers in [%d, %d])\n", flag, v,
-                    MAX_LIST, lo, hi);
-            return 0;
-        }
-        out[(*n)++] = (int)x;
-        if (!*end) return 1;
-        s = end + 1;
-    }
-}
-
 /* ../fucina relative to this executable (build/bench/fucina-bench -> build/fucina). */
 static int default_fucina(char *buf, size_t len)
 {
@@ -146,7 +129,8 @@ static int parse(int argc, char **argv, sopts *o)
             o->peer = 0;
             a.i++;
         } else if (fcb_arg_is(&a, "--streams", &v)) {
-            if (!parse_list("--streams", v, 1, MAX_STREAMS, o->streams, &o->nstreams)) return -1;
+            if (!fcb_parse_int_list("serve", "--streams", v, 1, MAX_STREAMS, o->streams, MAX_LIST, &o->nstreams))
+                return -1;
         } else if (fcb_arg_is(&a, "--gen", &v)) {
             if (!fcb_parse_int("serve", "--gen", v, 2, 1 << 16, &o->gen)) return -1;
         } else if (fcb_arg_is(&a, "--prompt-tokens", &v)) {

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "exec/ctx.h"
 #include "llm/tokenizer_internal.h"
 #include "llm/unicode.h"
@@ -65,25 +66,14 @@ typedef struct scratch {
     size_t heap_n, sym_cap, heap_cap;
 } scratch;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int frag_push(fragvec *f, size_t off, size_t len, fc_token tok) {
-    if (grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) return -1;
+    if (fc_grow((void **)&f->v, &f->cap, f->n + 1, sizeof *f->v)) return -1;
     f->v[f->n++] = (frag){off, len, tok};
     return 0;
 }
 
 int fctk_tok_push(fctk_tokvec *o, fc_token id) {
-    if (grow((void **)&o->v, &o->cap, o->n + 1, sizeof *o->v)) return -1;
+    if (fc_grow((void **)&o->v, &o->cap, o->n + 1, sizeof *o->v)) return -1;
     o->v[o->n++] = id;
     return 0;
 }
@@ -181,7 +171,7 @@ static int bg_less(const bigram *x, const bigram *y) {
 }
 
 static int heap_push(scratch *s, bigram g) {
-    if (grow((void **)&s->heap, &s->heap_cap, s->heap_n + 1, sizeof *s->heap)) return -1;
+    if (fc_grow((void **)&s->heap, &s->heap_cap, s->heap_n + 1, sizeof *s->heap)) return -1;
     size_t i = s->heap_n++;
     while (i > 0) {
         size_t p = (i - 1) / 2;
@@ -238,7 +228,7 @@ static int bpe_word(const fc_tokenizer *t, scratch *s, const unsigned char *w, s
     }
     if (n > s->sym_cap) {
         size_t cap = s->sym_cap;
-        if (grow((void **)&s->sym_start, &cap, n, sizeof *s->sym_start)) return -1;
+        if (fc_grow((void **)&s->sym_start, &cap, n, sizeof *s->sym_start)) return -1;
         void *p;
         if (!(p = realloc(s->sym_len, cap * sizeof *s->sym_len))) return -1;
         s->sym_len = p;
@@ -279,7 +269,7 @@ static int bpe_word(const fc_tokenizer *t, scratch *s, const unsigned char *w, s
 
 static int encode_text(const fc_tokenizer *t, scratch *s, const char *text, size_t len, tokvec *out) {
     const unsigned char *u = (const unsigned char *)text;
-    if (grow((void **)&s->cpts, &s->cpt_cap, len, sizeof *s->cpts)) return -1;
+    if (fc_grow((void **)&s->cpts, &s->cpt_cap, len, sizeof *s->cpts)) return -1;
     void *p = realloc(s->ends, s->cpt_cap * sizeof *s->ends);
     if (!p) return -1;
     s->ends = p;
@@ -289,7 +279,7 @@ static int encode_text(const fc_tokenizer *t, scratch *s, const char *text, size
     size_t start = 0;
     for (size_t k = 0; k < nw; k++) {
         size_t end = s->ends[k];
-        if (grow((void **)&s->word, &s->word_cap, (end - start) * 4, 1)) return -1;
+        if (fc_grow((void **)&s->word, &s->word_cap, (end - start) * 4, 1)) return -1;
         size_t wn = 0;
         for (size_t c = start; c < end; c++) wn += (size_t)fcu_encode(s->cpts[c], s->word + wn);
         if (bpe_word(t, s, s->word, wn, out)) return -1;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/grow.h"
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/tokenizer.h"
@@ -135,21 +136,10 @@ void srv_engine_stats(srv_engine *e, srv_stats *st, srv_slot_info *slots) {
 }
 
 /* ---- output to a request ---- */
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static void req_emit(srv_req *r, const char *s, size_t n) {
     if (!n) return;
     pthread_mutex_lock(&r->mu);
-    if (!grow((void **)&r->text, &r->cap_text, r->n_text + n + 1, 1)) {
+    if (!fc_grow((void **)&r->text, &r->cap_text, r->n_text + n + 1, 1)) {
         memcpy(r->text + r->n_text, s, n);
         r->n_text += n;
         r->text[r->n_text] = 0;
@@ -168,7 +158,7 @@ static void req_finish(srv_req *r, srv_finish f, const char *error) {
 
 /* ---- slots ---- */
 static int cache_push(slot *sl, const fc_token *t, size_t n) {
-    if (grow((void **)&sl->cache, &sl->cap_cache, sl->n_cache + n, sizeof *t)) return -1;
+    if (fc_grow((void **)&sl->cache, &sl->cap_cache, sl->n_cache + n, sizeof *t)) return -1;
     memcpy(sl->cache + sl->n_cache, t, n * sizeof *t);
     sl->n_cache += n;
     return 0;
@@ -184,7 +174,7 @@ static void slot_end(srv_engine *e, slot *sl, srv_finish f, const char *error) {
         size_t n;
         int hit = 0;
         if (fc_detok_stream_flush(e->ctx, sl->ds, &p, &n) == FC_OK && n &&
-            !grow((void **)&sl->pend, &sl->cap_pend, sl->n_pend + n, 1)) {
+            !fc_grow((void **)&sl->pend, &sl->cap_pend, sl->n_pend + n, 1)) {
             memcpy(sl->pend + sl->n_pend, p, n);
             sl->n_pend += n;
         }
@@ -298,7 +288,7 @@ static void record_logprobs(srv_req *r, const float *row, int32_t nv, fc_token t
     }
     for (int j = 0; j < lp.n_top; j++) lp.top[j].logprob = (float)(lp.top[j].logprob - lse);
     pthread_mutex_lock(&r->mu);
-    if (!grow((void **)&r->lp, &r->cap_lp, r->n_lp + 1, sizeof lp)) r->lp[r->n_lp++] = lp;
+    if (!fc_grow((void **)&r->lp, &r->cap_lp, r->n_lp + 1, sizeof lp)) r->lp[r->n_lp++] = lp;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -329,7 +319,7 @@ static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     const char *piece;
     size_t n;
     if (fc_detok_stream_push(e->ctx, sl->ds, t, &piece, &n) != FC_OK ||
-        grow((void **)&sl->pend, &sl->cap_pend, sl->n_pend + n + 1, 1)) {
+        fc_grow((void **)&sl->pend, &sl->cap_pend, sl->n_pend + n + 1, 1)) {
         slot_end(e, sl, SRV_FINISH_ERROR, "detokenizing failed (out of memory)");
         return;
     }
