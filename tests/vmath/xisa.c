@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     size_t n = 2 * (nsp + ned) + NRAND;
     n = (n + 15) / 16 * 16;
     float *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+    if (!in || !out) { fprintf(stderr, "xisa: out of memory\n"); free(in); free(out); return 1; }
     size_t k = 0;
     for (size_t i = 0; i < nsp; i++) { in[k++] = bits_f(SPECIAL[i]); in[k++] = bits_f(SPECIAL[i] ^ 0x80000000u); }
     for (size_t i = 0; i < ned; i++) { in[k++] = EDGES[i]; in[k++] = -EDGES[i]; }
@@ -91,7 +92,7 @@ int main(int argc, char **argv)
         in[k++] = v;
     }
     FILE *fo = fopen(argv[1], "wb");
-    if (!fo) { perror(argv[1]); return 1; }
+    if (!fo) { perror(argv[1]); free(in); free(out); return 1; }
     fwrite(in, sizeof *in, n, fo);
     for (size_t f = 0; f < sizeof FNS / sizeof FNS[0]; f++) {
         for (size_t i = 0; i < n; i += VF_W) vf_store_f32(out + i, FNS[f].f(vf_load_f32(in + i)));
@@ -134,7 +135,9 @@ int main(int argc, char **argv)
             }
         }
     }
-    fclose(fo);
+    free(in);
+    free(out);
+    if (fclose(fo) != 0) { perror(argv[1]); return 1; }
     printf("xisa %s: %zu inputs x %zu functions written to %s; %d contract failures\n", VM_ISA, n,
            sizeof FNS / sizeof FNS[0], argv[1], fails);
     return fails != 0;
