@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #define _POSIX_C_SOURCE 200809L
 /* Fucina serve: the strict JSON reader and the writer (json.h). */
-#include "serve/json.h"
+#include "io/json_value.h"
 
 #include <errno.h>
 #include <math.h>

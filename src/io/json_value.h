@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Fucina serve: a strict JSON reader and a JSON writer.
+/* A strict JSON reader for any document (numbers with fractions too) and a
+ * JSON writer: the server's requests and responses, JSON Schemas.
  *
  * The reader takes RFC 8259 JSON and nothing else: no comments, no trailing
  * commas, no NaN/Infinity, no leading zeros, no raw control characters in
@@ -13,8 +14,8 @@
  * strings are escaped, and bytes that are not valid UTF-8 (a model may emit
  * half a character only as part of a larger stream; we never pass such
  * halves, but a byte token on its own is possible) become U+FFFD. */
-#ifndef FC_SERVE_JSON_H
-#define FC_SERVE_JSON_H
+#ifndef FC_IO_JSON_VALUE_H
+#define FC_IO_JSON_VALUE_H
 
 #include <stddef.h>
 #include <stdint.h>

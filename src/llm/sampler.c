@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "exec/ctx.h"
+#include "fucina/grammar.h"
 #include "fucina/sampler.h"
 #include "llm/sampler_rng.h"
 
@@ -22,6 +23,8 @@ struct fc_sampler {
     fc_token *hist_lin; /* the ring unrolled for fc_sample_penalties */
     fc_token_data *cand;
     size_t cand_cap;
+    float *masked; /* the logits a filter has masked, for the second pass */
+    size_t masked_cap;
 };
 
 fc_sampler_params fc_sampler_default_params(void) {
@@ -98,6 +101,7 @@ void fc_sampler_free(fc_sampler *s) {
     free(s->hist);
     free(s->hist_lin);
     free(s->cand);
+    free(s->masked);
     free(s);
 }
 
@@ -166,4 +170,43 @@ fc_token fc_sampler_sample(fc_sampler *s, const float *logits, int32_t n_vocab) 
     fc_sample_temp(&c, s->p.temp); /* llama.cpp's temp_ext with delta 0 */
     fc_sample_dist(&c, fc_mt19937_uniform01(&s->rng)); /* one draw per token, always */
     return c.selected >= 0 ? c.data[c.selected].id : FC_TOKEN_NONE;
+}
+
+fc_token fc_sampler_sample_filtered(fc_sampler *s, const float *logits, int32_t n_vocab, const fc_token_filter *f) {
+    const char *fn = "fc_sampler_sample_filtered";
+    fc_token t = fc_sampler_sample(s, logits, n_vocab);
+    if (!f || t == FC_TOKEN_NONE) return t;
+    if (!f->allows || !f->mask) {
+        fc_fail(s->ctx, FC_ERR_INVALID_ARG, "%s: the filter lacks its allows or mask function", fn);
+        return FC_TOKEN_NONE;
+    }
+    int ok = f->allows(f->user, t);
+    if (ok < 0) return FC_TOKEN_NONE;
+    if (ok) return t;
+    /* Rejected: mask every token the filter refuses, then the whole chain
+     * again on what is left (llama.cpp's resampling: a second RNG draw). */
+    if ((size_t)n_vocab > s->masked_cap) {
+        float *m = realloc(s->masked, (size_t)n_vocab * sizeof *m);
+        if (!m) {
+            fc_fail(s->ctx, FC_ERR_OOM, "%s: out of memory for %d logits", fn, (int)n_vocab);
+            return FC_TOKEN_NONE;
+        }
+        s->masked = m;
+        s->masked_cap = (size_t)n_vocab;
+    }
+    memcpy(s->masked, logits, (size_t)n_vocab * sizeof *s->masked);
+    if (f->mask(f->user, s->masked, n_vocab) < 0) return FC_TOKEN_NONE;
+    int32_t best = -1;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (s->masked[i] != -INFINITY && (best < 0 || s->masked[i] > s->masked[best])) best = i;
+    if (best < 0) {
+        fc_fail(s->ctx, FC_ERR_STATE, "%s: the filter allows no token of the %d", fn, (int)n_vocab);
+        return FC_TOKEN_NONE;
+    }
+    t = fc_sampler_sample(s, s->masked, n_vocab);
+    if (t == FC_TOKEN_NONE) return t;
+    /* A draw of exactly 0 over an unsorted array can land on a p = 0 entry:
+     * never hand out a refused token, take the best allowed one instead. */
+    if (s->masked[t] == -INFINITY) t = best;
+    return t;
 }

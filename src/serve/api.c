@@ -19,7 +19,7 @@
 
 #include "fucina/fucina.h"
 #include "fucina/tokenizer.h"
-#include "serve/json.h"
+#include "io/json_value.h"
 #include "serve/server.h"
 
 /* ---- errors ---- */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/json.h"
+#include "io/json_value.h"
 
 static void check_strings(const fj_val *v) {
     if (v->type == FJ_STR) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The server's JSON reader and writer (src/serve/json.c) against RFC 8259:
+/* The server's JSON reader and writer (src/io/json_value.c) against RFC 8259:
  * what it must accept (with the values the RFC gives them), what it must
  * refuse (each with the reason in the message), its limits, and a writer
  * whose output every reader accepts and reads back as the input. */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "serve/json.h"
+#include "io/json_value.h"
 
 static fj_doc *parse(const char *s, char *err, size_t n) { return fj_parse(s, strlen(s), NULL, err, n); }
 
