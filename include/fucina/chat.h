@@ -209,6 +209,9 @@ typedef struct fc_chat_options {
     int32_t max_tokens;         /* tokens per reply; <= 0: until the context is full */
     const char *const *stop;    /* stop strings (copied); NULL when n_stop = 0; empty strings are ignored */
     size_t n_stop;
+    /* non-NULL: every reply is a sentence of this grammar (include/fucina/grammar.h), ended by the
+     * family's end token once complete; borrowed: it must outlive the chat */
+    const struct fc_grammar *grammar;
 } fc_chat_options;
 
 /* {chatml, no flags, fc_sampler_default_params(), max_tokens 0, no stop strings} */

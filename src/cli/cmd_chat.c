@@ -15,6 +15,7 @@
 #include "cli/gen_args.h"
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
+#include "fucina/grammar.h"
 #include "fucina/llm.h"
 
 static void help(FILE *f) {
@@ -22,7 +23,8 @@ static void help(FILE *f) {
             "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--chat-template NAME] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
             "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
-            "                   [--special-in-content] [--mmap | --no-mmap] [--verbose]\n\n"
+            "                   [--special-in-content] [--mmap | --no-mmap] [--verbose]\n"
+            "                   [--grammar GBNF | --grammar-file F | -j SCHEMA | -jf F]\n\n"
             "Chats with the model through its chat template (tokenizer.chat_template, whose family\n"
             "is detected as llama.cpp does and rendered as llama.cpp renders it; a model without\n"
             "one gets chatml, with a warning). Reads one user message per line of standard input\n"
@@ -157,6 +159,7 @@ int fc_cmd_chat(int argc, char **argv) {
     fc_llm_model *m = NULL;
     fc_llm_session *s = NULL;
     fc_chat *c = NULL;
+    fc_grammar *gram = NULL;
     char *line = NULL;
     size_t line_cap = 0;
     if (!tmpl_name) {
@@ -178,7 +181,14 @@ int fc_cmd_chat(int argc, char **argv) {
     const int64_t n_ctx = g.n_ctx ? g.n_ctx : (train < 4096 ? train : 4096);
     s = fc_cli_session_new(ctx, m, &g, n_ctx);
     if (!s) goto fail;
+    int gfail = 0;
+    gram = fc_cli_grammar_load("chat", ctx, &g, &gfail);
+    if (gfail) {
+        rc = 2;
+        goto done;
+    }
     fc_chat_options o = fc_chat_default_options();
+    o.grammar = gram;
     o.tmpl = tmpl;
     o.flags = (no_think ? FC_CHAT_NO_THINK : 0u) | (special_in_content ? FC_CHAT_SPECIAL_IN_CONTENT : 0u);
     o.sampling = g.sp;
@@ -258,6 +268,7 @@ fail:
 done:
     free(line);
     fc_chat_free(c);
+    fc_grammar_free(gram);
     fc_llm_session_free(s);
     fc_llm_model_free(m);
     fc_ctx_free(ctx);

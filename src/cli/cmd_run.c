@@ -16,6 +16,7 @@
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
+#include "fucina/grammar.h"
 #include "fucina/sampler.h"
 #include "io/atomic_file.h"
 
@@ -23,7 +24,8 @@ static void help(FILE *f) {
     fprintf(f,
             "usage: fucina run MODEL.gguf (-p TEXT | -f FILE) [-n N] [--temp T] [--top-k K] [--top-p P]\n"
             "                  [--min-p P] [--repeat-penalty R] [--seed S] [--threads N] [--ctx N]\n"
-            "                  [-ctk f16|q8_0|f32] [--mmap | --no-mmap] [--stop STR]... [--logits-out FILE]\n\n"
+            "                  [-ctk f16|q8_0|f32] [--mmap | --no-mmap] [--stop STR]... [--logits-out FILE]\n"
+            "                  [--grammar GBNF | --grammar-file F | -j SCHEMA | -jf F]\n\n"
             "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
             "it and generates N tokens (default 16; 0: prefill only), printing the prompt and then the\n"
             "text as it comes. Generation ends at the end-of-sequence token, at N tokens, at a full\n"
@@ -164,6 +166,8 @@ int fc_cmd_run(int argc, char **argv) {
     float *logits = NULL;
     fc_llm_session *s = NULL;
     fc_sampler *smp = NULL;
+    fc_grammar *gram = NULL;
+    fc_grammar_matcher *gm = NULL;
     fc_detok_stream *ds = NULL;
     char *pend = NULL;
     size_t n_pend = 0, cap_pend = 256;
@@ -174,6 +178,13 @@ int fc_cmd_run(int argc, char **argv) {
     }
     const fc_tokenizer *tk = fc_llm_model_tokenizer(m);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    int gfail = 0;
+    gram = fc_cli_grammar_load("run", ctx, &g, &gfail);
+    if (gfail) {
+        rc = 2;
+        goto done;
+    }
+    if (gram && !(gm = fc_grammar_matcher_new(ctx, gram, tk, NULL, 0))) goto fail;
     const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
     if (fc_tokenize(ctx, tk, prompt, prompt_len, FC_TOKENIZE_ADD_SPECIAL | FC_TOKENIZE_PARSE_SPECIAL, &toks,
                     &nt) != FC_OK)
@@ -222,8 +233,10 @@ int fc_cmd_run(int argc, char **argv) {
     const float *last = logits_out ? logits + (nt - 1) * (size_t)nv : logits;
     int stopped = 0;
     for (long k = 0; k < g.n_gen && !stopped; k++) {
-        fc_token t = fc_sampler_sample(smp, last, (int32_t)nv);
+        const fc_token_filter filt = gm ? fc_grammar_matcher_filter(gm) : (fc_token_filter){0};
+        fc_token t = fc_sampler_sample_filtered(smp, last, (int32_t)nv, gm ? &filt : NULL);
         if (t == FC_TOKEN_NONE) goto fail;
+        if (gm && fc_grammar_matcher_accept(gm, t) != FC_OK) goto fail;
         fc_sampler_accept(smp, t);
         if (t == fc_tokenizer_eos(tk)) break;
         const char *piece;
@@ -231,7 +244,9 @@ int fc_cmd_run(int argc, char **argv) {
         if (fc_detok_stream_push(ctx, ds, t, &piece, &len) != FC_OK) goto fail;
         if (pend_append(&pend, &n_pend, &cap_pend, piece, len)) goto done;
         if (flush_text(pend, &n_pend, stop, n_stop, 0)) stopped = 1;
-        if (stopped || k + 1 == g.n_gen || fc_llm_session_pos(s) >= n_ctx) break;
+        /* a finished grammar allows nothing but the end token: stop here */
+        if (stopped || k + 1 == g.n_gen || fc_llm_session_pos(s) >= n_ctx || (gm && fc_grammar_matcher_done(gm)))
+            break;
         if (fc_llm_session_eval_ex(ctx, s, &t, 1, FC_LLM_LOGITS_LAST, logits) != FC_OK) goto fail;
         last = logits;
     }
@@ -251,6 +266,8 @@ done:
     free(pend);
     fc_detok_stream_free(ds);
     fc_sampler_free(smp);
+    fc_grammar_matcher_free(gm);
+    fc_grammar_free(gram);
     free(logits);
     fc_llm_session_free(s);
     fc_tokens_free(toks);

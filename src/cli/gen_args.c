@@ -8,6 +8,7 @@
 
 #include "cli/gen_args.h"
 #include "cli/progress.h"
+#include "fucina/grammar.h"
 
 const char fc_cli_gen_args_help[] =
     "  -n N                 tokens to generate\n"
@@ -23,7 +24,11 @@ const char fc_cli_gen_args_help[] =
     "  --mmap               map the model file (pages loaded on first touch, shared with the\n"
     "                       page cache) instead of reading it\n"
     "  --no-mmap            read the model into private 2 MiB pages, even when the file is\n"
-    "                       more than half the memory (default: read it unless it is)\n";
+    "                       more than half the memory (default: read it unless it is)\n"
+    "  --grammar GBNF       constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
+    "  --grammar-file FILE  ... read from FILE\n"
+    "  -j, --json-schema S  constrain the output to JSON valid under the JSON Schema S\n"
+    "  -jf, --json-schema-file FILE  ... read from FILE\n";
 
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen) {
     fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen, .kv_type = FC_F16};
@@ -53,8 +58,10 @@ int fc_cli_parse_float(const char *s, double lo, double hi, float *out) {
 }
 
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g) {
-    static const char *const names[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--seed", "--threads", "--ctx", "-ctk", "--cache-type"};
+    static const char *const names[] = {"-n",      "--temp",    "--top-k",  "--top-p",        "--min-p",
+                                        "--repeat-penalty", "--seed", "--threads", "--ctx", "-ctk",
+                                        "--cache-type", "--grammar", "--grammar-file", "-j", "--json-schema",
+                                        "-jf", "--json-schema-file"};
     const char *a = argv[*i];
     /* The switches (no value). Contradicting an earlier one is an error, not
      * "the last wins": a script that says both means one of them by mistake. */
@@ -107,6 +114,19 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
         else if (!strcmp(v, "f32")) g->kv_type = FC_F32;
         else bad = 1;
         break;
+    case 11:
+    case 12:
+    case 13:
+    case 14:
+    case 15:
+    case 16:
+        if (g->grammar_opt) {
+            fprintf(stderr, "fucina %s: %s and %s both constrain the output: give one\n", cmd, g->grammar_opt, a);
+            return -1;
+        }
+        g->grammar_opt = a;
+        g->grammar_arg = v;
+        break;
     default: break;
     }
     if (bad) {
@@ -151,4 +171,73 @@ fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_
     o.n_ctx = n_ctx;
     o.kv_type = g->kv_type;
     return fc_llm_session_new_ex(ctx, m, &o);
+}
+
+/* The whole of a file into a NUL-terminated buffer (a grammar or schema is
+ * small: more than 16 MiB is refused). */
+static char *read_small_file(const char *path, size_t *len, char *why, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, cap, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t n = 0, c = 4096;
+    char *b = malloc(c);
+    while (b) {
+        if (n + 1 >= c) {
+            if (c >= (16u << 20)) {
+                snprintf(why, cap, "'%s' is larger than 16 MiB", path);
+                free(b);
+                b = NULL;
+                break;
+            }
+            char *nb = realloc(b, c * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                snprintf(why, cap, "out of memory reading '%s'", path);
+                break;
+            }
+            b = nb, c *= 2;
+        }
+        size_t k = fread(b + n, 1, c - 1 - n, f);
+        n += k;
+        if (k == 0) {
+            if (ferror(f)) {
+                snprintf(why, cap, "cannot read '%s': %s", path, strerror(errno));
+                free(b);
+                b = NULL;
+            }
+            break;
+        }
+    }
+    if (!b && !why[0]) snprintf(why, cap, "out of memory reading '%s'", path);
+    fclose(f);
+    if (b) b[n] = 0, *len = n;
+    return b;
+}
+
+fc_grammar *fc_cli_grammar_load(const char *cmd, fc_ctx *ctx, const fc_cli_gen_args *g, int *failed) {
+    *failed = 0;
+    if (!g->grammar_opt) return NULL;
+    const char *o = g->grammar_opt;
+    const int from_file = !strcmp(o, "--grammar-file") || !strcmp(o, "-jf") || !strcmp(o, "--json-schema-file");
+    const int schema = !strcmp(o, "-j") || !strcmp(o, "--json-schema") || !strcmp(o, "-jf") ||
+                       !strcmp(o, "--json-schema-file");
+    char why[1024] = "";
+    size_t len = strlen(g->grammar_arg);
+    char *text = from_file ? read_small_file(g->grammar_arg, &len, why, sizeof why) : NULL;
+    if (from_file && !text) {
+        fprintf(stderr, "fucina %s: %s: %s\n", cmd, o, why);
+        *failed = 1;
+        return NULL;
+    }
+    const char *t = from_file ? text : g->grammar_arg;
+    fc_grammar *gr = schema ? fc_grammar_from_json_schema(ctx, t, len) : fc_grammar_parse(ctx, t, len, NULL);
+    free(text);
+    if (!gr) {
+        fprintf(stderr, "fucina %s: %s: %s\n", cmd, o, fc_ctx_error(ctx));
+        *failed = 1;
+    }
+    return gr;
 }

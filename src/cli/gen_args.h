@@ -16,6 +16,10 @@ typedef struct fc_cli_gen_args {
     int threads;          /* --threads; 0: the default */
     fc_dtype kv_type;     /* -ctk / --cache-type: FC_F16 (default), FC_Q8_0, FC_F32 */
     int mmap;             /* fc_llm_load_options.mmap: 1 --mmap, -1 --no-mmap, 0 (default) by size */
+    /* constrained output, at most one of them (llama.cpp's names):
+     * --grammar TEXT, --grammar-file FILE, -j/--json-schema TEXT, -jf/--json-schema-file FILE */
+    const char *grammar_opt; /* the option given, for messages */
+    const char *grammar_arg; /* its value */
 } fc_cli_gen_args;
 
 /* Defaults: greedy, n_gen as given, n_ctx 0, threads 0, mmap 0. */
@@ -41,6 +45,12 @@ fc_llm_model *fc_cli_model_load(fc_ctx *ctx, const char *path, const fc_cli_gen_
 
 /* A session of n_ctx positions with the KV type of g; NULL + error in ctx. */
 fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx);
+
+/* The grammar the options ask for (NULL + *failed 0 when none); NULL +
+ * *failed 1 after printing "fucina CMD: OPTION: WHY" (an unreadable file, a
+ * malformed grammar or schema, with its line and column or keyword). */
+struct fc_grammar;
+struct fc_grammar *fc_cli_grammar_load(const char *cmd, fc_ctx *ctx, const fc_cli_gen_args *g, int *failed);
 
 /* The help lines of the shared options. */
 extern const char fc_cli_gen_args_help[];

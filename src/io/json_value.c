@@ -562,3 +562,34 @@ void fj_key(fj_buf *b, const char *key) {
     fj_strs(b, key);
     fj_raw(b, ":", 1);
 }
+
+void fj_value(fj_buf *b, const fj_val *v) {
+    /* depth is bounded by the reader's max_depth: the recursion is too */
+    switch (v->type) {
+    case FJ_NULL: fj_raws(b, "null"); return;
+    case FJ_BOOL: fj_raws(b, v->boolean ? "true" : "false"); return;
+    case FJ_NUM:
+        if (v->is_int) fj_int(b, v->i);
+        else fj_num(b, v->num);
+        return;
+    case FJ_STR: fj_str(b, v->str, v->len); return;
+    case FJ_ARR:
+        fj_raw(b, "[", 1);
+        for (size_t i = 0; i < v->len; i++) {
+            if (i) fj_raw(b, ",", 1);
+            fj_value(b, v->items[i]);
+        }
+        fj_raw(b, "]", 1);
+        return;
+    case FJ_OBJ:
+        fj_raw(b, "{", 1);
+        for (size_t i = 0; i < v->len; i++) {
+            if (i) fj_raw(b, ",", 1);
+            fj_str(b, v->keys[i], v->key_lens[i]);
+            fj_raw(b, ":", 1);
+            fj_value(b, v->items[i]);
+        }
+        fj_raw(b, "}", 1);
+        return;
+    }
+}

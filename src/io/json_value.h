@@ -80,6 +80,8 @@ void fj_num(fj_buf *b, double v);
 void fj_int(fj_buf *b, int64_t v);
 /* A float: the shortest of 6-9 significant digits that reads back as v. */
 void fj_numf(fj_buf *b, float v);
+/* A parsed value written back as compact JSON (keys in their order). */
+void fj_value(fj_buf *b, const fj_val *v);
 /* "key": (with the quotes and the colon) */
 void fj_key(fj_buf *b, const char *key);
 

@@ -15,6 +15,7 @@
 
 #include "exec/ctx.h"
 #include "llm/chat_internal.h"
+#include "fucina/grammar.h"
 #include "llm/session.h"
 
 struct fc_chat {
@@ -27,6 +28,7 @@ struct fc_chat {
     char **stop;
     size_t n_stop;
     fc_sampler *smp;
+    fc_grammar_matcher *gm; /* the reply's grammar, when asked for */
     fc_detok_stream *ds;
     fc_chat_message *msgs; /* contents are owned copies */
     size_t n_msgs, cap_msgs;
@@ -53,6 +55,7 @@ void fc_chat_free(fc_chat *c) {
     for (size_t i = 0; i < c->n_stop; i++) free(c->stop[i]);
     free(c->stop);
     fc_sampler_free(c->smp);
+    fc_grammar_matcher_free(c->gm);
     fc_detok_stream_free(c->ds);
     free(c->cache);
     free(c->logits);
@@ -103,7 +106,8 @@ fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, cons
         fc_chat_free(c);
         return NULL;
     }
-    if (fc_chat_template_eog_tokens(ctx, tk, o.tmpl, c->eog, FC_CHAT_MAX_EOG_TOKENS, &c->n_eog) != FC_OK) {
+    if (fc_chat_template_eog_tokens(ctx, tk, o.tmpl, c->eog, FC_CHAT_MAX_EOG_TOKENS, &c->n_eog) != FC_OK ||
+        (o.grammar && !(c->gm = fc_grammar_matcher_new(ctx, o.grammar, tk, c->eog, c->n_eog)))) {
         fc_chat_free(c);
         return NULL;
     }
@@ -263,8 +267,10 @@ fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, voi
         size_t n;
         if ((rc = fc_detok_stream_flush(ctx, c->ds, &p, &n)) != FC_OK) goto out;
     }
+    fc_grammar_matcher_reset(c->gm);
+    const fc_token_filter filt = c->gm ? fc_grammar_matcher_filter(c->gm) : (fc_token_filter){0};
     while (!done) {
-        const fc_token t = fc_sampler_sample(c->smp, logits, nv);
+        const fc_token t = fc_sampler_sample_filtered(c->smp, logits, nv, c->gm ? &filt : NULL);
         if (t == FC_TOKEN_NONE) {
             /* the sampler reports to the ctx the chat was made with */
             if (ctx != c->ctx && fc_ctx_status(ctx) == FC_OK)
@@ -274,6 +280,10 @@ fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, voi
         }
         st.n_gen++;
         fc_sampler_accept(c->smp, t);
+        if (c->gm && (rc = fc_grammar_matcher_accept(c->gm, t)) != FC_OK) {
+            if (ctx != c->ctx && fc_ctx_status(ctx) == FC_OK) fc_fail(ctx, rc, "%s", fc_ctx_error(c->ctx));
+            goto out;
+        }
         if (is_eog(c, t)) {
             st.stop = FC_CHAT_STOP_EOG;
             break;
@@ -295,6 +305,10 @@ fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, voi
         }
         sent += e;
         if (done) break;
+        if (c->gm && fc_grammar_matcher_done(c->gm)) { /* only the end token can follow */
+            st.stop = FC_CHAT_STOP_EOG;
+            break;
+        }
         /* the last token is left for the next turn's prefill to evaluate */
         if (c->max_tokens > 0 && st.n_gen >= c->max_tokens) break; /* MAX_TOKENS */
         if (fc_llm_session_pos(c->s) >= c->s->n_ctx) {

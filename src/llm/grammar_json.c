@@ -6,9 +6,10 @@
  * escape of a high surrogate must be followed by the escape of a low one
  * (a lone surrogate is valid JSON text but names no character); raw control
  * characters are not string characters. Bounded where a model could run
- * away: whitespace between tokens is at most one newline and 20 blanks,
- * integer parts have at most 16 digits, fractions 16, exponents 3 (this is
- * what a generated number needs; a longer one is refused, not cut). */
+ * away: whitespace between tokens is one blank, or a newline and at most 20
+ * blanks (pretty-printed JSON's indentation); integer parts have at most 16
+ * digits, fractions 16, exponents 3 (what a generated number needs; a
+ * longer one is refused, not cut). */
 #include <string.h>
 
 #include "exec/ctx.h"
@@ -28,7 +29,7 @@ const char fc_grammar_json_rules[] =
     "integer ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
     "fraction ::= \".\" [0-9]{1,16}\n"
     "exponent ::= [eE] [-+]? [0-9]{1,3}\n"
-    "ws ::= [ \\t]{0,20} | \"\\n\" [ \\t]{0,20}\n";
+    "ws ::= \"\" | \" \" | \"\\n\" [ \\t]{0,20}\n";
 
 fc_grammar *fc_grammar_json(fc_ctx *ctx, bool object_root)
 {

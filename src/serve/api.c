@@ -6,7 +6,7 @@
  *
  * Requests are checked field by field before anything runs: a field of the
  * wrong type or out of range, an unknown field, or one we cannot honour
- * (n > 1, tools, a response_format other than text) is a 400 naming it in
+ * (n > 1, tools, a schema keyword the grammar engine lacks) is a 400 naming it in
  * `param` — a request is never run with part of it silently dropped.
  * Errors have OpenAI's shape: {"error": {"message", "type", "param", "code"}}. */
 #include <inttypes.h>
@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "fucina/fucina.h"
+#include "fucina/grammar.h"
 #include "fucina/tokenizer.h"
 #include "io/json_value.h"
 #include "serve/server.h"
@@ -123,6 +124,99 @@ typedef struct gen_req {
     unsigned chat_flags;
 } gen_req;
 
+/* Compile a grammar (GBNF text, or a schema value) under the tokenizer
+ * lock (its context reports the error); a 400 naming param otherwise. */
+static int compile_constraint(srv_server *sv, const char *param, const char *gbnf, const fj_val *schema,
+                              fc_grammar **g, srv_http_response *out) {
+    fj_buf b = {0};
+    if (schema) {
+        fj_value(&b, schema);
+        if (b.oom) {
+            fj_buf_free(&b);
+            return api_error(out, 500, "server_error", NULL, "out of memory"), -1;
+        }
+    }
+    pthread_mutex_lock(&sv->tok_mu);
+    fc_ctx_clear_error(sv->tok_ctx);
+    *g = schema ? fc_grammar_from_json_schema(sv->tok_ctx, b.p, b.n)
+         : gbnf ? fc_grammar_parse(sv->tok_ctx, gbnf, strlen(gbnf), NULL)
+                : fc_grammar_json(sv->tok_ctx, true);
+    char why[512];
+    snprintf(why, sizeof why, "%s", fc_ctx_error(sv->tok_ctx));
+    pthread_mutex_unlock(&sv->tok_mu);
+    fj_buf_free(&b);
+    if (!*g) return BAD(param, "'%s': %s", param, why);
+    return 0;
+}
+
+/* The output's constraint: OpenAI's response_format (text, json_object,
+ * json_schema {name, schema, strict, description}) or llama-server's
+ * "grammar" (GBNF) and "json_schema" (a schema); at most one of them. */
+static int parse_constraint(srv_server *sv, const fj_val *root, fc_grammar **g, srv_http_response *out) {
+    const fj_val *rf = fj_get(root, "response_format"), *gr = fj_get(root, "grammar"), *js = fj_get(root, "json_schema");
+    if (rf && rf->type == FJ_NULL) rf = NULL;
+    if (gr && gr->type == FJ_NULL) gr = NULL;
+    if (js && js->type == FJ_NULL) js = NULL;
+    if (rf) {
+        if (rf->type != FJ_OBJ) return BAD("response_format", "'response_format' must be an object");
+        const fj_val *t = fj_get(rf, "type");
+        if (!t || t->type != FJ_STR)
+            return BAD("response_format", "'response_format.type' must be one of text, json_object, json_schema");
+        if (!strcmp(t->str, "text")) {
+            static const char *const known[] = {"type", NULL};
+            if (check_known(rf, known, out)) return -1;
+            rf = NULL;
+        } else if (!strcmp(t->str, "json_object")) {
+            /* llama-server also takes a schema here */
+            static const char *const known[] = {"type", "schema", NULL};
+            if (check_known(rf, known, out)) return -1;
+        } else if (!strcmp(t->str, "json_schema")) {
+            static const char *const known[] = {"type", "json_schema", NULL};
+            if (check_known(rf, known, out)) return -1;
+        } else {
+            return BAD("response_format", "'response_format.type' is '%s': it must be one of text, json_object, "
+                       "json_schema", t->str);
+        }
+    }
+    if ((rf != NULL) + (gr != NULL) + (js != NULL) > 1)
+        return BAD(rf ? "response_format" : "grammar", "'%s' and '%s' both constrain the output: give one",
+                   rf ? "response_format" : "grammar", js ? "json_schema" : "grammar");
+    if (gr) {
+        if (gr->type != FJ_STR) return BAD("grammar", "'grammar' must be a string (GBNF), not %s", fj_type_name(gr->type));
+        if (memchr(gr->str, 0, gr->len)) return BAD("grammar", "'grammar' contains a NUL character");
+        return compile_constraint(sv, "grammar", gr->str, NULL, g, out);
+    }
+    if (js) {
+        if (js->type != FJ_OBJ && js->type != FJ_BOOL)
+            return BAD("json_schema", "'json_schema' must be a schema (an object), not %s", fj_type_name(js->type));
+        return compile_constraint(sv, "json_schema", NULL, js, g, out);
+    }
+    if (!rf) return 0;
+    const fj_val *t = fj_get(rf, "type");
+    if (!strcmp(t->str, "json_object")) {
+        const fj_val *sc = fj_get(rf, "schema");
+        if (sc && sc->type != FJ_NULL) return compile_constraint(sv, "response_format.schema", NULL, sc, g, out);
+        return compile_constraint(sv, "response_format", NULL, NULL, g, out);
+    }
+    const fj_val *j = fj_get(rf, "json_schema");
+    if (!j || j->type != FJ_OBJ)
+        return BAD("response_format.json_schema", "'response_format.json_schema' must be an object with a 'schema'");
+    static const char *const known[] = {"name", "schema", "strict", "description", NULL};
+    if (check_known(j, known, out)) return -1;
+    const fj_val *name = fj_get(j, "name"), *strict = fj_get(j, "strict"), *desc = fj_get(j, "description");
+    if (name && name->type != FJ_STR && name->type != FJ_NULL)
+        return BAD("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
+    if (strict && strict->type != FJ_BOOL && strict->type != FJ_NULL)
+        return BAD("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
+    if (desc && desc->type != FJ_STR && desc->type != FJ_NULL)
+        return BAD("response_format.json_schema.description",
+                   "'response_format.json_schema.description' must be a string");
+    const fj_val *sc = fj_get(j, "schema");
+    if (!sc || sc->type == FJ_NULL) /* OpenAI: no schema is any JSON object */
+        return compile_constraint(sv, "response_format.json_schema", NULL, NULL, g, out);
+    return compile_constraint(sv, "response_format.json_schema.schema", NULL, sc, g, out);
+}
+
 static int parse_gen(srv_server *sv, const fj_val *root, gen_req *g, srv_http_response *out) {
     fc_sampler_params sp = fc_sampler_default_params();
     double d;
@@ -203,11 +297,7 @@ static int parse_gen(srv_server *sv, const fj_val *root, gen_req *g, srv_http_re
         return BAD("tools", "'tools' is not supported yet");
     if ((x = fj_get(root, "tool_choice")) && x->type != FJ_NULL && !(x->type == FJ_STR && !strcmp(x->str, "none")))
         return BAD("tool_choice", "'tool_choice' is not supported yet");
-    if ((x = fj_get(root, "response_format")) && x->type != FJ_NULL) {
-        const fj_val *t = fj_get(x, "type");
-        if (!t || t->type != FJ_STR || strcmp(t->str, "text"))
-            return BAD("response_format", "'response_format' other than {\"type\": \"text\"} is not supported yet");
-    }
+    if (parse_constraint(sv, root, &g->gp.grammar, out)) return -1;
     if ((x = fj_get(root, "logit_bias")) && x->type != FJ_NULL && !(x->type == FJ_OBJ && x->len == 0))
         return BAD("logit_bias", "'logit_bias' is not supported");
     if ((x = fj_get(root, "model")) && x->type != FJ_STR && x->type != FJ_NULL)
@@ -649,11 +739,12 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
         "presence_penalty", "frequency_penalty", "repeat_penalty", "repeat_last_n", "seed", "stop", "stream",
         "stream_options", "logprobs", "top_logprobs", "n", "user", "cache_prompt", "tools", "tool_choice",
-        "response_format", "logit_bias", "chat_template_kwargs", NULL};
+        "response_format", "logit_bias", "chat_template_kwargs", "grammar", "json_schema", NULL};
     static const char *const cmpl_known[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
         "frequency_penalty", "repeat_penalty", "repeat_last_n", "seed", "stop", "stream", "stream_options",
-        "logprobs", "n", "user", "cache_prompt", "echo", "suffix", "best_of", "logit_bias", NULL};
+        "logprobs", "n", "user", "cache_prompt", "echo", "suffix", "best_of", "logit_bias", "grammar",
+        "json_schema", "response_format", NULL};
     if (root->type != FJ_OBJ) {
         api_error(out, 400, "invalid_request_error", NULL, "the request body must be a JSON object, not %s",
                   fj_type_name(root->type));
@@ -722,6 +813,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
     toks = NULL;
     memset(g.gp.stop, 0, sizeof g.gp.stop); /* the request owns them now */
     g.gp.n_stop = 0;
+    g.gp.grammar = NULL;
     r->id = atomic_fetch_add(&sv->next_id, 1) + 1;
     const int q = srv_engine_submit(sv->eng, r);
     if (q) {
@@ -789,6 +881,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
 done:
     if (out->status >= 400) atomic_fetch_add(&sv->requests_errors, 1);
     for (size_t k = 0; k < g.gp.n_stop; k++) free(g.gp.stop[k]);
+    fc_grammar_free(g.gp.grammar);
     free(toks);
     srv_req_release(r);
     fj_free(doc);

@@ -42,6 +42,7 @@ void srv_req_release(srv_req *r) {
     pthread_mutex_unlock(&r->mu);
     if (left) return;
     free(r->prompt);
+    fc_grammar_free(r->gp.grammar);
     for (size_t i = 0; i < r->gp.n_stop; i++) free(r->gp.stop[i]);
     free(r->text);
     free(r->lp);
@@ -69,6 +70,7 @@ typedef struct slot {
     size_t n_cache, cap_cache;
     size_t n_done; /* prompt tokens the cache holds */
     fc_sampler *smp;
+    fc_grammar_matcher *gm; /* the request's grammar over the vocabulary, when it has one */
     fc_detok_stream *ds;
     char *pend; /* generated text held back: it may still become a stop string */
     size_t n_pend, cap_pend;
@@ -189,6 +191,8 @@ static void slot_end(srv_engine *e, slot *sl, srv_finish f, const char *error) {
     r->t_gen_ms = sl->t_first > 0 ? t - sl->t_first : 0;
     pthread_mutex_unlock(&r->mu);
     fc_sampler_free(sl->smp);
+    fc_grammar_matcher_free(sl->gm);
+    sl->gm = NULL;
     sl->smp = NULL;
     fc_detok_stream_free(sl->ds);
     sl->ds = NULL;
@@ -245,6 +249,7 @@ static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
     sl->n_done = keep;
     sl->smp = fc_sampler_new(e->ctx, &r->gp.sp);
     sl->ds = fc_detok_stream_new(e->ctx, e->tok, 0);
+    sl->gm = r->gp.grammar ? fc_grammar_matcher_new(e->ctx, r->gp.grammar, e->tok, e->eog, e->n_eog) : NULL;
     sl->n_pend = 0;
     sl->t_start = now_ms();
     sl->t_first = 0;
@@ -256,7 +261,7 @@ static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
     pthread_mutex_lock(&e->mu);
     e->st.cached_tokens += keep;
     pthread_mutex_unlock(&e->mu);
-    if (!sl->smp || !sl->ds) {
+    if (!sl->smp || !sl->ds || (r->gp.grammar && !sl->gm)) {
         snprintf(why, sizeof why, "%s", fc_ctx_error(e->ctx));
         slot_end(e, sl, SRV_FINISH_ERROR, why);
         return -1;
@@ -301,8 +306,9 @@ static int is_eog(const srv_engine *e, fc_token t) {
 /* Sample the slot's next token from its logits row and route the text. */
 static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     srv_req *r = sl->req;
-    const fc_token t = fc_sampler_sample(sl->smp, row, e->n_vocab);
-    if (t == FC_TOKEN_NONE) {
+    const fc_token_filter filt = sl->gm ? fc_grammar_matcher_filter(sl->gm) : (fc_token_filter){0};
+    const fc_token t = fc_sampler_sample_filtered(sl->smp, row, e->n_vocab, sl->gm ? &filt : NULL);
+    if (t == FC_TOKEN_NONE || (sl->gm && fc_grammar_matcher_accept(sl->gm, t) != FC_OK)) {
         slot_end(e, sl, SRV_FINISH_ERROR, fc_ctx_error(e->ctx));
         return;
     }
@@ -335,6 +341,10 @@ static void slot_sample(srv_engine *e, slot *sl, const float *row) {
          * whatever the detokenizer still holds */
         sl->n_pend = 0;
         fc_detok_stream_flush(e->ctx, sl->ds, &piece, &n);
+        slot_end(e, sl, SRV_FINISH_STOP, NULL);
+        return;
+    }
+    if (sl->gm && fc_grammar_matcher_done(sl->gm)) { /* only the end token can follow */
         slot_end(e, sl, SRV_FINISH_STOP, NULL);
         return;
     }
@@ -498,6 +508,7 @@ static void engine_free(srv_engine *e) {
         free(e->slots[i].cache);
         free(e->slots[i].pend);
         fc_sampler_free(e->slots[i].smp);
+        fc_grammar_matcher_free(e->slots[i].gm);
         fc_detok_stream_free(e->slots[i].ds);
     }
     free(e->slots);

@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fucina/grammar.h"
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
 
@@ -61,6 +62,7 @@ typedef struct srv_gen_params {
     int logprobs;     /* record srv_logprob per token */
     int top_logprobs; /* alternatives per token, 0..SRV_MAX_TOP_LOGPROBS */
     int no_cache;     /* evaluate the whole prompt, reusing nothing of the slot's cache */
+    fc_grammar *grammar; /* owned: the output must be a sentence of it (NULL: free text) */
 } srv_gen_params;
 
 typedef struct srv_req {

@@ -730,6 +730,77 @@ test('/metrics: Prometheus text; counters increase by the request', async () => 
   assert.equal(n, null, '/metrics answered 200 on a server without --metrics');
 });
 
+// A schema without free strings: a random-weight model's reply under it
+// always ends (no string it could run on in), so each one must match.
+const SHAPE = {
+  type: 'object',
+  properties: {
+    ok: { type: 'boolean' },
+    n: { type: 'integer', minimum: -5, maximum: 42 },
+    color: { enum: ['red', 'green', 'blue'] },
+  },
+  required: ['ok', 'n', 'color'],
+  additionalProperties: false,
+};
+function matchesShape(text, what) {
+  const v = JSON.parse(text);
+  assert.deepEqual(Object.keys(v), ['ok', 'n', 'color'], `${what}: ${text}`);
+  assert.equal(typeof v.ok, 'boolean', `${what}: ${text}`);
+  assert.ok(Number.isInteger(v.n) && v.n >= -5 && v.n <= 42, `${what}: ${text}`);
+  assert.ok(['red', 'green', 'blue'].includes(v.color), `${what}: ${text}`);
+}
+
+test('structured output: response_format json_object and json_schema (plain and streamed), grammar, json_schema', async () => {
+  const base = { model: MODEL_ID, messages: chatMsgs('Answer in JSON'), temperature: 100 };
+  // json_object: a reply that ends by itself is one JSON object; one cut at max_tokens is a start of one
+  let ended = 0;
+  for (let seed = 1; seed <= 8; seed++) {
+    const r = await oa.chat.completions.create({ ...base, seed, max_tokens: 48, response_format: { type: 'json_object' } });
+    const c = r.choices[0];
+    if (c.finish_reason === 'stop') {
+      ended++;
+      const v = JSON.parse(c.message.content);
+      assert.ok(v && typeof v === 'object' && !Array.isArray(v), c.message.content);
+    } else {
+      assert.ok(c.message.content.startsWith('{'), c.message.content);
+    }
+  }
+  assert.ok(ended >= 1, 'no json_object reply ended by itself');
+  // json_schema: every reply ends and has the schema's shape; streamed == plain for the same seed
+  const rf = { type: 'json_schema', json_schema: { name: 'shape', schema: SHAPE, strict: true } };
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await oa.chat.completions.create({ ...base, seed, max_tokens: 200, response_format: rf });
+    assert.equal(r.choices[0].finish_reason, 'stop', r.choices[0].message.content);
+    matchesShape(r.choices[0].message.content, `seed ${seed}`);
+    const st = await oa.chat.completions.create({ ...base, seed, max_tokens: 200, response_format: rf, stream: true });
+    let text = '';
+    for await (const ch of st) text += ch.choices[0]?.delta?.content || '';
+    assert.equal(text, r.choices[0].message.content, `seed ${seed}: streamed != plain`);
+  }
+  // llama-server's fields: "json_schema" and "grammar" (GBNF), on both endpoints
+  const js = await req(main, 'POST', '/v1/chat/completions', { ...base, seed: 3, max_tokens: 200, json_schema: SHAPE });
+  assert.equal(js.status, 200, js.text);
+  matchesShape(js.json.choices[0].message.content, 'json_schema field');
+  for (const [p, body] of [
+    ['/v1/chat/completions', { ...base, seed: 5 }],
+    ['/v1/completions', { model: MODEL_ID, prompt: 'The answer is', temperature: 100, seed: 5 }],
+  ]) {
+    const g = await req(main, 'POST', p, { ...body, max_tokens: 20, grammar: 'root ::= ("yes" | "no") "!"' });
+    assert.equal(g.status, 200, g.text);
+    const c = g.json.choices[0];
+    assert.match(p.includes('chat') ? c.message.content : c.text, /^(yes|no)!$/);
+    assert.equal(c.finish_reason, 'stop');
+  }
+  // a bad grammar, an unsupported schema keyword, two constraints at once: 400s naming them
+  assertError(await req(main, 'POST', '/v1/chat/completions', { ...base, grammar: 'root ::= "a" |' + ' [' }), 400,
+    { param: 'grammar', mentions: [/line 1, column/] }, 'malformed grammar');
+  assertError(await req(main, 'POST', '/v1/chat/completions', {
+    ...base, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'integer', multipleOf: 3 } } },
+  }), 400, { mentions: [/multipleOf/] }, 'multipleOf');
+  assertError(await req(main, 'POST', '/v1/chat/completions', { ...base, grammar: 'root ::= "a"', json_schema: SHAPE }), 400,
+    { mentions: [/grammar/, /json_schema/] }, 'grammar and json_schema');
+});
+
 test('errors: bad JSON, wrong types, unknown role, unsupported fields, too long prompts', async () => {
   const chat = (body) => req(main, 'POST', '/v1/chat/completions', body);
   const cmpl = (body) => req(main, 'POST', '/v1/completions', body);
@@ -754,7 +825,7 @@ test('errors: bad JSON, wrong types, unknown role, unsupported fields, too long 
     ['n', 2],
     ['tools', [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }]],
     ['tool_choice', 'auto'],
-    ['response_format', { type: 'json_object' }],
+    ['response_format', { type: 'xml' }],
   ]) {
     for (const stream of [false, true]) {
       const r = await chat({ messages: msgs, [field]: value, stream });
