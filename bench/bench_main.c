@@ -24,6 +24,7 @@ static void usage(FILE *f)
             "       fucina-bench quantize [--size MIB] [--type MIX] [--threads N] [--rounds N] [--no-peer]\n"
             "       fucina-bench llm MODEL.gguf [...] [--threads N,N] [--prompts P,P] [--gen N] [--no-peer]\n"
             "       fucina-bench serve MODEL.gguf [...] [--streams N,N] [--gen N] [--threads N] [--no-peer]\n"
+            "       fucina-bench grammar MODEL.gguf [--schema FILE | --grammar FILE] [--gen N] [--rounds N]\n"
             "       fucina-bench help [COMMAND] | --help\n"
             "\n"
             "  roofline   peak f32 FMA rate (1 core, all cores) and DRAM bandwidth (read, copy),\n"
@@ -41,6 +42,7 @@ static void usage(FILE *f)
             "  llm        whole-model prefill (ppP) and decode (tgN) tokens/s against llama.cpp's\n"
             "             libllama on the same GGUF (alternating runs); decode against the DRAM roofline\n"
             "  serve      aggregate decode tokens/s of N streams through `fucina serve` (HTTP clients)\n"
+            "  grammar    constrained decoding: the grammar's cost per token against a decode step\n"
             "             against libllama decoding N sequences in lockstep; first-token time, overhead\n"
             "\n"
             "'fucina-bench COMMAND --help' documents every flag of a command. Exit status: 0 ok,\n"
@@ -88,7 +90,8 @@ int main(int argc, char **argv)
             if (!strcmp(argv[2], "quantize")) return fcb_cmd_quantize(2, sub);
             if (!strcmp(argv[2], "llm")) return fcb_cmd_llm(2, sub);
             if (!strcmp(argv[2], "serve")) return fcb_cmd_serve(2, sub);
-            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve)\n", argv[2]);
+            if (!strcmp(argv[2], "grammar")) return fcb_cmd_grammar(2, sub);
+            fprintf(stderr, "fucina-bench help: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve, grammar)\n", argv[2]);
             return FCB_EXIT_USAGE;
         }
         usage(stdout);
@@ -102,6 +105,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "quantize")) return fcb_cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "llm")) return fcb_cmd_llm(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return fcb_cmd_serve(argc - 1, argv + 1);
-    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve; see fucina-bench --help)\n", cmd);
+    if (!strcmp(cmd, "grammar")) return fcb_cmd_grammar(argc - 1, argv + 1);
+    fprintf(stderr, "fucina-bench: unknown command '%s' (roofline, kernels, ops, train, quant, quantize, llm, serve, grammar; see fucina-bench --help)\n", cmd);
     return FCB_EXIT_USAGE;
 }

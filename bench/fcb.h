@@ -214,5 +214,6 @@ int fcb_cmd_quant(int argc, char **argv); /* quant.c */
 int fcb_cmd_quantize(int argc, char **argv); /* quantize.c */
 int fcb_cmd_llm(int argc, char **argv); /* llm.c */
 int fcb_cmd_serve(int argc, char **argv); /* serve.c */
+int fcb_cmd_grammar(int argc, char **argv); /* grammar.c */
 
 #endif /* FCB_H */

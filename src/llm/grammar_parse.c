@@ -273,7 +273,7 @@ static int cmp_range(const void *a, const void *b)
 static int gp_normalize(gp *g, cp_ranges *cr, int negate)
 {
     uint32_t n = cr->n;
-    qsort(cr->r, n, 2 * sizeof *cr->r, cmp_range);
+    if (n) qsort(cr->r, n, 2 * sizeof *cr->r, cmp_range);
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t lo = cr->r[2 * i], hi = cr->r[2 * i + 1];
@@ -306,7 +306,7 @@ static int gp_normalize(gp *g, cp_ranges *cr, int negate)
             m++;
         }
     } else {
-        memcpy(out.r, cr->r, 2 * k * sizeof *out.r);
+        if (k) memcpy(out.r, cr->r, 2 * k * sizeof *out.r);
         m = k;
     }
     /* cut [D800, DFFF] out */
