@@ -91,9 +91,20 @@ typedef enum fc_chat_role {
 /* "system", "user", "assistant", "tool"; NULL for a value out of range. */
 FC_API const char *fc_chat_role_name(fc_chat_role role);
 
+/* A function call an assistant message made (OpenAI's tool_calls[i]). */
+typedef struct fc_chat_tool_call {
+    const char *id;        /* the call's id (NULL: none) */
+    const char *name;      /* the function */
+    const char *arguments; /* its arguments: a JSON object's text, written as given */
+} fc_chat_tool_call;
+
 typedef struct fc_chat_message {
     fc_chat_role role;
-    const char *content; /* NUL-terminated UTF-8 */
+    const char *content; /* NUL-terminated UTF-8 ("" for an assistant turn that only calls tools) */
+    /* assistant: the calls it made, in order (n_tool_calls 0: none) */
+    const fc_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
+    const char *tool_call_id; /* tool: the call this result answers (NULL: not given) */
 } fc_chat_message;
 
 /* Template families, named as llama.cpp names them. */
@@ -162,6 +173,39 @@ FC_API fc_status fc_chat_template_load(fc_ctx *ctx, const char *path, fc_chat_te
 FC_API fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
                                 unsigned flags, char **out, size_t *len);
 
+/* Rendering options; a zeroed struct is fc_chat_render's defaults. */
+typedef struct fc_chat_render_options {
+    unsigned flags; /* as fc_chat_render's */
+    /* the tools the model may call: each one's definition as JSON text, OpenAI's
+     * {"type": "function", "function": {"name", "description", "parameters"}} */
+    const char *const *tools;
+    size_t n_tools;
+} fc_chat_render_options;
+
+/* How a family's model writes a tool call (fc_chat_template_tool_format).
+ * HERMES (qwen3, chatml: Qwen2.5/Qwen3, Hermes 2 Pro): the tools are listed
+ * in the system turn inside <tools></tools>, one JSON object per line, as
+ * Qwen3's template writes them, and each call is
+ *   <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
+ * (several separated by "\n"); results come back as user turns of
+ * <tool_response> blocks. GENERIC (every other family): the tools and the
+ * reply format are described in a system message, and the whole reply is
+ * one JSON object, {"tool_calls": [{"name": "NAME", "arguments": ARGS}, ...]}
+ * or {"response": "TEXT"}; results are "tool" turns. */
+typedef enum fc_chat_tool_format {
+    FC_CHAT_TOOLS_HERMES = 0,
+    FC_CHAT_TOOLS_GENERIC = 1,
+} fc_chat_tool_format;
+FC_API fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t);
+
+/* fc_chat_render with options (NULL: the defaults). With tools, or with
+ * messages that carry tool calls, the family's tool format above is used.
+ * A tool definition that is not a JSON object, or a call without a name or
+ * with arguments that are not a JSON object, is an FC_ERR_INVALID_ARG
+ * error naming it. */
+FC_API fc_status fc_chat_render_ex(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
+                                   const fc_chat_render_options *opt, char **out, size_t *len);
+
 /* The tokens of fc_chat_render(t, msgs, n, flags) for the model of tok, into
  * a new array (free it with fc_tokens_free; *out is NULL when *n_out is 0),
  * with BOS / EOS added as the vocabulary asks (FC_TOKENIZE_ADD_SPECIAL).
@@ -183,6 +227,11 @@ FC_API fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_m
  * content; a byte the vocabulary cannot encode is FC_ERR_UNSUPPORTED. */
 FC_API fc_status fc_chat_tokenize(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, const fc_chat_message *msgs,
                                   size_t n, unsigned flags, fc_token **out, size_t *n_out);
+/* fc_chat_tokenize with options (NULL: the defaults; the tool definitions
+ * and calls are content: read as text only). */
+FC_API fc_status fc_chat_tokenize_ex(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t,
+                                     const fc_chat_message *msgs, size_t n, const fc_chat_render_options *opt,
+                                     fc_token **out, size_t *n_out);
 
 /* The most tokens fc_chat_template_eog_tokens gives (EOS and up to 3
  * end-of-turn tokens). */

@@ -136,7 +136,7 @@ fc_status fc_chat_add(fc_ctx *ctx, fc_chat *c, fc_chat_role role, const char *co
     }
     char *d = dup_str(content);
     if (!d) goto oom;
-    c->msgs[c->n_msgs++] = (fc_chat_message){role, d};
+    c->msgs[c->n_msgs++] = (fc_chat_message){.role = role, .content = d};
     return FC_OK;
 oom:
     fc_fail(ctx, FC_ERR_OOM, "fc_chat_add: out of memory");

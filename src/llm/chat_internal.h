@@ -37,7 +37,27 @@ void fc_chat_buf_free(fc_chat_buf *b);
  * outcome), with the content spans; `who` names the public caller in error
  * messages. */
 fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs, size_t n,
-                             unsigned flags, fc_chat_buf *b);
+                             const fc_chat_render_options *o, fc_chat_buf *b);
+
+/* ---- tools (src/llm/chat_tools.c) ---- */
+/* The tool definitions parse as JSON objects; every call has a name and an
+ * object of arguments; only assistant messages carry calls. */
+fc_status fc_chat_tools_check(fc_ctx *ctx, const char *who, const fc_chat_message *msgs, size_t n,
+                              const fc_chat_render_options *o);
+/* A JSON text as Jinja's tojson writes it (Python's json.dumps), as content;
+ * 0, or -1 on out of memory. */
+int fc_chat_put_tool_json(fc_chat_buf *b, const char *json);
+/* Qwen3's system turn with tools (system: the first system message's text
+ * or NULL); 0 or -1 (out of memory). */
+int fc_chat_put_hermes_tools(fc_chat_buf *b, const char *system, const fc_chat_render_options *o);
+/* An assistant message's <tool_call> blocks, as Qwen3's template writes them. */
+int fc_chat_put_hermes_calls(fc_chat_buf *b, const fc_chat_message *m, int content_nonempty);
+/* Render in the generic tool format: a system message describing the tools
+ * and the reply format, calls as JSON replies, then the family's renderer. */
+fc_status fc_chat_render_generic(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs,
+                                 size_t n, const fc_chat_render_options *o, fc_chat_buf *b);
+/* The generic format's instructions (before the tool list). */
+extern const char fc_chat_generic_tools_intro[];
 
 /* The reference Jinja text of Qwen3's template (src/llm/chat_qwen3_text.c). */
 extern const char fc_chat_qwen3_jinja[];

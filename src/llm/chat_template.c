@@ -342,8 +342,8 @@ static int render_chatml(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, 
     return ok;
 }
 
-/* An assistant turn of Qwen3's template. */
-static int qwen3_assistant(fc_chat_buf *b, view content, int keep_think, int last) {
+/* An assistant turn of Qwen3's template (and its tool calls). */
+static int qwen3_assistant(fc_chat_buf *b, const fc_chat_message *m, view content, int keep_think, int last) {
     int ok = 1;
     view reasoning = {"", 0};
     if (find_first(content, "</think>")) {
@@ -366,14 +366,17 @@ static int qwen3_assistant(fc_chat_buf *b, view content, int keep_think, int las
     } else {
         PUTCV(content);
     }
+    ok = ok && !fc_chat_put_hermes_calls(b, m, content.n > 0);
     PUT("<|im_end|>\n");
     return ok;
 }
 
-static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, unsigned flags) {
+static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, const fc_chat_render_options *o) {
     int ok = 1;
-    /* no tools: a leading system message opens the prompt */
-    if (n && msgs[0].role == FC_CHAT_SYSTEM) {
+    const unsigned flags = o->flags;
+    if (o->n_tools) { /* the tools, after the system message's text */
+        ok = !fc_chat_put_hermes_tools(b, n && msgs[0].role == FC_CHAT_SYSTEM ? msgs[0].content : NULL, o);
+    } else if (n && msgs[0].role == FC_CHAT_SYSTEM) { /* no tools: a leading system message opens the prompt */
         PUT("<|im_start|>system\n");
         PUTC(msgs[0].content);
         PUT("<|im_end|>\n");
@@ -402,7 +405,7 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
             PUT("<|im_end|>\n");
             break;
         case FC_CHAT_ASSISTANT:
-            ok = ok && qwen3_assistant(b, view_of(m->content), i > last_query, i + 1 == n);
+            ok = ok && qwen3_assistant(b, m, view_of(m->content), i > last_query, i + 1 == n);
             break;
         case FC_CHAT_TOOL:
             if (i == 0 || msgs[i - 1].role != FC_CHAT_TOOL) PUT("<|im_start|>user");
@@ -421,7 +424,9 @@ static int render_qwen3(fc_chat_buf *b, const fc_chat_message *msgs, size_t n, u
 }
 
 fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs, size_t n,
-                             unsigned flags, fc_chat_buf *b) {
+                             const fc_chat_render_options *opt, fc_chat_buf *b) {
+    const fc_chat_render_options o = opt ? *opt : (fc_chat_render_options){0};
+    const unsigned flags = o.flags;
     if (!fc_chat_template_name(t)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: template %d out of range", who, (int)t);
         return FC_ERR_INVALID_ARG;
@@ -433,10 +438,18 @@ fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, c
             return FC_ERR_INVALID_ARG;
         }
     }
+    fc_status st = fc_chat_tools_check(ctx, who, msgs, n, &o);
+    if (st != FC_OK) return st;
+    int tools = o.n_tools > 0;
+    for (size_t i = 0; i < n && !tools; i++) tools = msgs[i].n_tool_calls > 0;
+    if (tools && fc_chat_template_tool_format(t) == FC_CHAT_TOOLS_GENERIC)
+        return fc_chat_render_generic(ctx, who, t, msgs, n, &o, b);
     int ok = !fc_chat_buf_put(b, "", 0);
     switch (t) {
-    case FC_CHAT_TEMPLATE_CHATML: ok = ok && render_chatml(b, msgs, n, flags); break;
-    case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(b, msgs, n, flags); break;
+    case FC_CHAT_TEMPLATE_CHATML: /* with tools, Qwen's Hermes convention (Qwen2.5's and Qwen3's templates) */
+        ok = ok && (tools ? render_qwen3(b, msgs, n, &o) : render_chatml(b, msgs, n, flags));
+        break;
+    case FC_CHAT_TEMPLATE_QWEN3: ok = ok && render_qwen3(b, msgs, n, &o); break;
     case FC_CHAT_TEMPLATE_LLAMA3:
     case FC_CHAT_TEMPLATE_MISTRAL_V1:
     case FC_CHAT_TEMPLATE_MISTRAL_V3:
@@ -466,12 +479,34 @@ fc_status fc_chat_render(fc_ctx *ctx, fc_chat_template t, const fc_chat_message 
     *out = NULL;
     if (len) *len = 0;
     fc_chat_buf b = {0};
-    const fc_status st = fc_chat_render_buf(ctx, "fc_chat_render", t, msgs, n, flags, &b);
+    const fc_chat_render_options o = {.flags = flags};
+    const fc_status st = fc_chat_render_buf(ctx, "fc_chat_render", t, msgs, n, &o, &b);
     if (st != FC_OK) {
         fc_chat_buf_free(&b);
         return st;
     }
     free(b.spans); /* the text is the caller's; where its contents lie is not asked for here */
+    *out = b.p;
+    if (len) *len = b.n;
+    return FC_OK;
+}
+
+fc_status fc_chat_render_ex(fc_ctx *ctx, fc_chat_template t, const fc_chat_message *msgs, size_t n,
+                            const fc_chat_render_options *opt, char **out, size_t *len) {
+    if (!ctx) return FC_ERR_INVALID_ARG;
+    if (!out || (n && !msgs)) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_render_ex: NULL %s", out ? "messages" : "out");
+        return FC_ERR_INVALID_ARG;
+    }
+    *out = NULL;
+    if (len) *len = 0;
+    fc_chat_buf b = {0};
+    const fc_status st = fc_chat_render_buf(ctx, "fc_chat_render_ex", t, msgs, n, opt, &b);
+    if (st != FC_OK) {
+        fc_chat_buf_free(&b);
+        return st;
+    }
+    free(b.spans);
     *out = b.p;
     if (len) *len = b.n;
     return FC_OK;

@@ -18,6 +18,13 @@
 
 fc_status fc_chat_tokenize(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, const fc_chat_message *msgs,
                            size_t n, unsigned flags, fc_token **out, size_t *n_out) {
+    const fc_chat_render_options o = {.flags = flags};
+    return fc_chat_tokenize_ex(ctx, tok, t, msgs, n, &o, out, n_out);
+}
+
+fc_status fc_chat_tokenize_ex(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_template t, const fc_chat_message *msgs,
+                              size_t n, const fc_chat_render_options *opt, fc_token **out, size_t *n_out) {
+    const unsigned flags = opt ? opt->flags : 0;
     if (!ctx) return FC_ERR_INVALID_ARG;
     if (!tok || !out || !n_out || (n && !msgs)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_tokenize: NULL %s",
@@ -34,7 +41,7 @@ fc_status fc_chat_tokenize(fc_ctx *ctx, const fc_tokenizer *tok, fc_chat_templat
         return FC_ERR_INVALID_ARG;
     }
     fc_chat_buf b = {0};
-    fc_status st = fc_chat_render_buf(ctx, "fc_chat_tokenize", t, msgs, n, flags, &b);
+    fc_status st = fc_chat_render_buf(ctx, "fc_chat_tokenize", t, msgs, n, opt, &b);
     if (st == FC_OK) {
         /* no spans: every control-token string is a token, llama.cpp's way */
         const int guard = !(flags & FC_CHAT_SPECIAL_IN_CONTENT);
