@@ -198,6 +198,52 @@ typedef enum fc_chat_tool_format {
 } fc_chat_tool_format;
 FC_API fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t);
 
+/* Which calls a reply may make (OpenAI's tool_choice; "none" is no tools). */
+typedef enum fc_chat_tool_choice {
+    FC_CHAT_TOOL_CHOICE_AUTO = 0,     /* the model decides: text, or calls */
+    FC_CHAT_TOOL_CHOICE_REQUIRED = 1, /* calls only, at least one */
+    FC_CHAT_TOOL_CHOICE_NAMED = 2,    /* calls of one function only */
+} fc_chat_tool_choice;
+
+/* Options of fc_chat_tools_grammar; a zeroed struct: auto, parallel calls. */
+typedef struct fc_chat_tool_grammar_options {
+    fc_chat_tool_choice choice;
+    const char *name; /* FC_CHAT_TOOL_CHOICE_NAMED: the function */
+    int single;       /* 1: at most one call (OpenAI's parallel_tool_calls false) */
+} fc_chat_tool_grammar_options;
+
+/* The grammar of a reply of family t that may call tools[0..n_tools)
+ * (OpenAI's tool definitions, JSON text; each function's "parameters"
+ * schema constrains its arguments through fc_json_schema_to_gbnf, a
+ * missing one is any object). *trigger is NULL when the grammar holds from
+ * the reply's first byte; otherwise (Hermes with AUTO) the reply is free
+ * text until the model writes *trigger ("<tool_call>", static storage), and
+ * the grammar holds from the trigger's first byte on: feed the matcher the
+ * trigger with fc_grammar_matcher_accept_bytes, then constrain the rest.
+ * NULL + error naming the tool and the reason: a definition without a
+ * function name, a name outside [a-zA-Z0-9_-]{1,64}, names given twice, a
+ * NAMED choice naming no tool, a parameters schema the converter refuses. */
+FC_API struct fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *const *tools,
+                                                size_t n_tools, const fc_chat_tool_grammar_options *opt,
+                                                const char **trigger);
+
+/* A reply split into its text and its calls (fc_chat_parse_tool_calls). */
+typedef struct fc_chat_tool_reply {
+    char *content;           /* the text outside the calls ("" when none) */
+    fc_chat_tool_call *calls; /* id NULL; name and arguments (compact JSON) malloc'd */
+    size_t n_calls;
+} fc_chat_tool_reply;
+
+/* Parse a reply of family t written in its tool format. Hermes: every
+ * <tool_call>...</tool_call> block holding {"name": S, "arguments": OBJECT
+ * (or a string holding one)} is a call, the rest is content (a block that
+ * does not parse stays content). Generic: {"tool_calls": [...]} or
+ * {"response": S}; any other reply is all content. Free with
+ * fc_chat_tool_reply_free. FC_ERR_OOM only. */
+FC_API fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,
+                                          fc_chat_tool_reply *out);
+FC_API void fc_chat_tool_reply_free(fc_chat_tool_reply *r);
+
 /* fc_chat_render with options (NULL: the defaults). With tools, or with
  * messages that carry tool calls, the family's tool format above is used.
  * A tool definition that is not a JSON object, or a call without a name or

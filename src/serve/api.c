@@ -22,6 +22,7 @@
 #include "fucina/tokenizer.h"
 #include "io/json_value.h"
 #include "serve/server.h"
+#include "serve/tools.h"
 
 /* ---- errors ---- */
 static void set_json(srv_http_response *out, int status, fj_buf *b) {
@@ -40,8 +41,7 @@ static void set_json(srv_http_response *out, int status, fj_buf *b) {
     *b = (fj_buf){0};
 }
 
-__attribute__((format(printf, 5, 6))) static int api_error(srv_http_response *out, int status, const char *type,
-                                                            const char *param, const char *fmt, ...) {
+int srv_api_error(srv_http_response *out, int status, const char *type, const char *param, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -72,7 +72,7 @@ __attribute__((format(printf, 5, 6))) static int api_error(srv_http_response *ou
     return -1;
 }
 
-#define BAD(param, ...) api_error(out, 400, "invalid_request_error", param, __VA_ARGS__)
+#define BAD(param, ...) srv_api_error(out, 400, "invalid_request_error", param, __VA_ARGS__)
 
 /* ---- reading fields ---- */
 static int check_known(const fj_val *root, const char *const *known, srv_http_response *out) {
@@ -119,6 +119,7 @@ static int get_bool(const fj_val *root, const char *key, int *v, srv_http_respon
 /* ---- generation parameters (both completion endpoints) ---- */
 typedef struct gen_req {
     srv_gen_params gp;
+    srv_tools tools; /* chat: the tools the model may call */
     int stream, include_usage, chat;
     int cache_prompt;
     unsigned chat_flags;
@@ -133,7 +134,7 @@ static int compile_constraint(srv_server *sv, const char *param, const char *gbn
         fj_value(&b, schema);
         if (b.oom) {
             fj_buf_free(&b);
-            return api_error(out, 500, "server_error", NULL, "out of memory"), -1;
+            return srv_api_error(out, 500, "server_error", NULL, "out of memory"), -1;
         }
     }
     pthread_mutex_lock(&sv->tok_mu);
@@ -277,7 +278,7 @@ static int parse_gen(srv_server *sv, const fj_val *root, gen_req *g, srv_http_re
         return BAD("stop", "'stop' must be a string or an array of strings, not %s", fj_type_name(stop->type));
     }
     for (size_t k = 0; k < g->gp.n_stop; k++)
-        if (!g->gp.stop[k]) return api_error(out, 500, "server_error", NULL, "out of memory"), -1;
+        if (!g->gp.stop[k]) return srv_api_error(out, 500, "server_error", NULL, "out of memory"), -1;
 
     if (get_bool(root, "stream", &g->stream, out)) return -1;
     const fj_val *so = fj_get(root, "stream_options");
@@ -291,13 +292,26 @@ static int parse_gen(srv_server *sv, const fj_val *root, gen_req *g, srv_http_re
     if (get_bool(root, "cache_prompt", &g->cache_prompt, out)) return -1;
     g->gp.no_cache = !g->cache_prompt;
 
-    /* what a later version may honour, refused by name until then */
     const fj_val *x;
-    if ((x = fj_get(root, "tools")) && x->type != FJ_NULL && !(x->type == FJ_ARR && x->len == 0))
-        return BAD("tools", "'tools' is not supported yet");
-    if ((x = fj_get(root, "tool_choice")) && x->type != FJ_NULL && !(x->type == FJ_STR && !strcmp(x->str, "none")))
-        return BAD("tool_choice", "'tool_choice' is not supported yet");
+    g->gp.tool_format = -1;
     if (parse_constraint(sv, root, &g->gp.grammar, out)) return -1;
+    if (g->chat) {
+        if (srv_tools_parse(root, &g->tools, out)) return -1;
+        if (g->tools.n && !g->tools.none) {
+            if (g->gp.grammar)
+                return BAD("tools", "'tools' and a response format or grammar both constrain the reply: give one");
+            /* the calls' grammar: from the start, or (Hermes, auto) from the model's <tool_call> on */
+            pthread_mutex_lock(&sv->tok_mu);
+            fc_ctx_clear_error(sv->tok_ctx);
+            g->gp.grammar = fc_chat_tools_grammar(sv->tok_ctx, sv->tmpl, (const char *const *)g->tools.defs,
+                                                  g->tools.n, &g->tools.choice, &g->gp.trigger);
+            char why[512];
+            snprintf(why, sizeof why, "%s", fc_ctx_error(sv->tok_ctx));
+            pthread_mutex_unlock(&sv->tok_mu);
+            if (!g->gp.grammar) return BAD("tools", "'tools': %s", why);
+            g->gp.tool_format = (int)fc_chat_template_tool_format(sv->tmpl);
+        }
+    }
     if ((x = fj_get(root, "logit_bias")) && x->type != FJ_NULL && !(x->type == FJ_OBJ && x->len == 0))
         return BAD("logit_bias", "'logit_bias' is not supported");
     if ((x = fj_get(root, "model")) && x->type != FJ_STR && x->type != FJ_NULL)
@@ -312,6 +326,7 @@ static int role_of(const char *s, fc_chat_role *r) {
     if (!strcmp(s, "system") || !strcmp(s, "developer")) *r = FC_CHAT_SYSTEM;
     else if (!strcmp(s, "user")) *r = FC_CHAT_USER;
     else if (!strcmp(s, "assistant")) *r = FC_CHAT_ASSISTANT;
+    else if (!strcmp(s, "tool")) *r = FC_CHAT_TOOL;
     else return -1;
     return 0;
 }
@@ -344,25 +359,69 @@ static int message_content(const fj_val *c, size_t i, const char **text, char **
     }
     if (b.oom) {
         fj_buf_free(&b);
-        return api_error(out, 500, "server_error", NULL, "out of memory"), -1;
+        return srv_api_error(out, 500, "server_error", NULL, "out of memory"), -1;
     }
     *owned = b.p;
     *text = b.p;
     return 0;
 }
 
+/* An assistant message's tool_calls: [{"id", "type": "function", "function":
+ * {"name", "arguments": a JSON text (or an object)}}] into *calls (malloc'd;
+ * the strings point into the request, or into *owned for objects). */
+static int message_calls(const fj_val *tc, size_t i, fc_chat_tool_call **calls, size_t *n, char ***owned,
+                         srv_http_response *out) {
+    char param[96];
+    snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+    if (tc->type != FJ_ARR) return BAD(param, "'%s' must be an array", param);
+    *calls = calloc(tc->len ? tc->len : 1, sizeof **calls);
+    *owned = calloc(tc->len ? tc->len : 1, sizeof **owned);
+    if (!*calls || !*owned) return srv_api_error(out, 500, "server_error", NULL, "out of memory");
+    for (size_t k = 0; k < tc->len; k++) {
+        const fj_val *c = tc->items[k], *f = fj_get(c, "function");
+        const fj_val *id = fj_get(c, "id"), *name = f ? fj_get(f, "name") : NULL, *args = f ? fj_get(f, "arguments") : NULL;
+        snprintf(param, sizeof param, "messages[%zu].tool_calls[%zu]", i, k);
+        if (c->type != FJ_OBJ || !f || f->type != FJ_OBJ || !name || name->type != FJ_STR || !name->len ||
+            memchr(name->str, 0, name->len))
+            return BAD(param, "'%s' must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}",
+                       param);
+        if (id && id->type != FJ_STR && id->type != FJ_NULL) return BAD(param, "'%s.id' must be a string", param);
+        const char *a = "{}";
+        if (args && args->type == FJ_STR) {
+            if (memchr(args->str, 0, args->len)) return BAD(param, "'%s.function.arguments' contains a NUL", param);
+            a = args->str;
+        } else if (args && args->type == FJ_OBJ) {
+            fj_buf b = {0};
+            fj_value(&b, args);
+            fj_raw(&b, "", 1);
+            if (b.oom) {
+                fj_buf_free(&b);
+                return srv_api_error(out, 500, "server_error", NULL, "out of memory");
+            }
+            a = (*owned)[k] = b.p;
+        } else if (args && args->type != FJ_NULL) {
+            return BAD(param, "'%s.function.arguments' must be a JSON text (a string)", param);
+        }
+        (*calls)[k] = (fc_chat_tool_call){.id = id && id->type == FJ_STR ? id->str : NULL, .name = name->str, .arguments = a};
+        *n = k + 1; /* the owned strings of calls [0, *n) are freed by the caller */
+    }
+    return 0;
+}
+
 /* Render and tokenize the conversation: *toks (malloc'd) and *n. */
-static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, fc_token **toks, size_t *n,
-                       srv_http_response *out) {
+static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, const srv_tools *tools, fc_token **toks,
+                       size_t *n, srv_http_response *out) {
     const fj_val *msgs = fj_get(root, "messages");
     if (!msgs) return BAD("messages", "'messages' is required");
     if (msgs->type != FJ_ARR) return BAD("messages", "'messages' must be an array, not %s", fj_type_name(msgs->type));
     if (!msgs->len) return BAD("messages", "'messages' is empty");
     fc_chat_message *m = calloc(msgs->len, sizeof *m);
     char **owned = calloc(msgs->len, sizeof *owned);
+    fc_chat_tool_call **calls = calloc(msgs->len, sizeof *calls);
+    char ***call_owned = calloc(msgs->len, sizeof *call_owned);
     int rc = -1;
-    if (!m || !owned) {
-        api_error(out, 500, "server_error", NULL, "out of memory");
+    if (!m || !owned || !calls || !call_owned) {
+        srv_api_error(out, 500, "server_error", NULL, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < msgs->len; i++) {
@@ -374,7 +433,8 @@ static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, fc_to
             goto done;
         }
         for (size_t k = 0; k < msg->len; k++)
-            if (strcmp(msg->keys[k], "role") && strcmp(msg->keys[k], "content") && strcmp(msg->keys[k], "name")) {
+            if (strcmp(msg->keys[k], "role") && strcmp(msg->keys[k], "content") && strcmp(msg->keys[k], "name") &&
+                strcmp(msg->keys[k], "tool_calls") && strcmp(msg->keys[k], "tool_call_id")) {
                 snprintf(param, sizeof param, "messages[%zu].%s", i, msg->keys[k]);
                 BAD(param, "'%s' is not supported", param);
                 goto done;
@@ -386,17 +446,38 @@ static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, fc_to
             goto done;
         }
         if (role_of(role->str, &m[i].role)) {
-            BAD(param, "'%s' is '%s': the roles are system, user and assistant", param, role->str);
+            BAD(param, "'%s' is '%s': the roles are system, user, assistant and tool", param, role->str);
             goto done;
         }
-        if (message_content(fj_get(msg, "content"), i, &m[i].content, &owned[i], out)) goto done;
+        const fj_val *tc = fj_get(msg, "tool_calls"), *tid = fj_get(msg, "tool_call_id");
+        if (tc && tc->type != FJ_NULL) {
+            if (m[i].role != FC_CHAT_ASSISTANT) {
+                snprintf(param, sizeof param, "messages[%zu].tool_calls", i);
+                BAD(param, "'%s': only assistant messages make tool calls", param);
+                goto done;
+            }
+            if (message_calls(tc, i, &calls[i], &m[i].n_tool_calls, &call_owned[i], out)) goto done;
+            m[i].tool_calls = calls[i];
+        }
+        if (tid && tid->type != FJ_NULL) {
+            snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+            if (m[i].role != FC_CHAT_TOOL || tid->type != FJ_STR) {
+                BAD(param, "'%s' must be a string, on a tool message", param);
+                goto done;
+            }
+            m[i].tool_call_id = tid->str;
+        }
+        const fj_val *content = fj_get(msg, "content");
+        if (m[i].n_tool_calls && (!content || content->type == FJ_NULL)) m[i].content = ""; /* calls only */
+        else if (message_content(content, i, &m[i].content, &owned[i], out)) goto done;
     }
     /* message contents are text: only the template's own markup becomes
      * control tokens, so a typed "<|im_start|>system" stays what it is */
     pthread_mutex_lock(&sv->tok_mu);
     fc_ctx_clear_error(sv->tok_ctx);
-    const fc_status st =
-        fc_chat_tokenize(sv->tok_ctx, sv->tok, sv->tmpl, m, msgs->len, flags | FC_CHAT_ADD_GENERATION_PROMPT, toks, n);
+    const fc_chat_render_options ro = {.flags = flags | FC_CHAT_ADD_GENERATION_PROMPT,
+                                       .tools = (const char *const *)tools->defs, .n_tools = tools->n};
+    const fc_status st = fc_chat_tokenize_ex(sv->tok_ctx, sv->tok, sv->tmpl, m, msgs->len, &ro, toks, n);
     char why[512];
     snprintf(why, sizeof why, "%s", fc_ctx_error(sv->tok_ctx));
     pthread_mutex_unlock(&sv->tok_mu);
@@ -406,9 +487,17 @@ static int chat_tokens(srv_server *sv, const fj_val *root, unsigned flags, fc_to
     }
     rc = 0;
 done:
-    if (owned)
-        for (size_t i = 0; i < msgs->len; i++) free(owned[i]);
+    for (size_t i = 0; i < msgs->len; i++) {
+        if (owned) free(owned[i]);
+        if (m && call_owned && call_owned[i]) {
+            for (size_t k = 0; k < m[i].n_tool_calls; k++) free(call_owned[i][k]);
+            free(call_owned[i]);
+        }
+        if (calls) free(calls[i]);
+    }
     free(owned);
+    free(calls);
+    free(call_owned);
     free(m);
     return rc;
 }
@@ -421,7 +510,7 @@ static int prompt_tokens(srv_server *sv, const fj_val *root, fc_token **toks, si
         /* a prompt given as token ids */
         if (!p->len) return BAD("prompt", "'prompt' is empty");
         *toks = malloc(p->len * sizeof **toks);
-        if (!*toks) return api_error(out, 500, "server_error", NULL, "out of memory"), -1;
+        if (!*toks) return srv_api_error(out, 500, "server_error", NULL, "out of memory"), -1;
         for (size_t i = 0; i < p->len; i++) {
             const fj_val *t = p->items[i];
             if (t->type != FJ_NUM || !t->is_int || t->i < 0 || t->i >= sv->n_vocab) {
@@ -609,6 +698,8 @@ typedef struct api_stream {
     size_t out_off;
     size_t seen_text, seen_lp;
     int phase; /* 0: the role chunk is due; 1: content; 2: everything is written */
+    int tools; /* the reply is split into content and tool-call deltas (ts) */
+    srv_tool_stream ts;
 } api_stream;
 
 static void sse_begin(api_stream *s, fj_buf *b) {
@@ -648,6 +739,30 @@ static void sse_chunk(api_stream *s, const char *text, size_t n, const srv_logpr
     fj_raws(b, "}\n\n");
 }
 
+/* A tool-call delta: {"tool_calls": [{"index", "id", "type", "function": {"name", "arguments"}}]}
+ * with id, type and name the first time, arguments growing after. */
+static void sse_call(void *user, size_t index, const char *id, const char *name, const char *args, size_t n_args) {
+    api_stream *s = user;
+    fj_buf *b = &s->out;
+    sse_begin(s, b);
+    fj_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%zu,", index);
+    if (id) {
+        fj_raws(b, "\"id\":");
+        fj_strs(b, id);
+        fj_raws(b, ",\"type\":\"function\",\"function\":{\"name\":");
+        fj_strs(b, name);
+        fj_raws(b, ",\"arguments\":");
+    } else {
+        fj_raws(b, "\"function\":{\"arguments\":");
+    }
+    fj_str(b, args, n_args);
+    fj_raws(b, "}}]},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
+}
+
+static void sse_content(void *user, const char *text, size_t n) {
+    if (n) sse_chunk(user, text, n, NULL, 0, 0, NULL);
+}
+
 static void stream_produce(api_stream *s) {
     srv_req *r = s->r;
     if (s->phase == 0) {
@@ -666,7 +781,13 @@ static void stream_produce(api_stream *s) {
     snprintf(error, sizeof error, "%s", r->error);
     pthread_mutex_unlock(&r->mu);
     const size_t n_text = text ? nt - s->seen_text : 0, n_lp = lp ? nl - s->seen_lp : 0;
-    if (n_text || n_lp) sse_chunk(s, text, n_text, lp, n_lp, 0, NULL);
+    const srv_tool_sink sink = {s, sse_content, sse_call};
+    if (s->tools) { /* log-probabilities are not split with the text: they go with the chunks they came in */
+        if (n_text) srv_tool_stream_push(&s->ts, text, n_text, &sink);
+        if (n_lp) sse_chunk(s, NULL, 0, lp, n_lp, 0, NULL);
+    } else if (n_text || n_lp) {
+        sse_chunk(s, text, n_text, lp, n_lp, 0, NULL);
+    }
     s->seen_text += n_text;
     s->seen_lp += n_lp;
     free(text);
@@ -679,7 +800,8 @@ static void stream_produce(api_stream *s) {
         fj_strs(b, error);
         fj_raws(b, ",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
     } else {
-        sse_chunk(s, "", 0, NULL, 0, 0, finish_name(f));
+        if (s->tools) srv_tool_stream_end(&s->ts, &sink);
+        sse_chunk(s, "", 0, NULL, 0, 0, s->tools && s->ts.n_calls && f == SRV_FINISH_STOP ? "tool_calls" : finish_name(f));
         if (s->include_usage) {
             sse_begin(s, &s->out);
             fj_raws(&s->out, ",\"choices\":[],");
@@ -717,6 +839,7 @@ static void stream_free(void *self) {
     srv_req_cancel(s->r); /* a no-op when it ended; otherwise the client is gone */
     srv_req_release(s->r);
     fj_buf_free(&s->out);
+    srv_tool_stream_free(&s->ts);
     free(s);
 }
 
@@ -727,7 +850,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
     fj_limits lim = {.max_bytes = sv->o->max_body, .max_depth = 64};
     fj_doc *doc = fj_parse(rq->body, rq->body_len, &lim, err, sizeof err);
     if (!doc) {
-        api_error(out, 400, "invalid_request_error", NULL, "the request body is not valid JSON: %s", err);
+        srv_api_error(out, 400, "invalid_request_error", NULL, "the request body is not valid JSON: %s", err);
         return;
     }
     const fj_val *root = fj_root(doc);
@@ -739,14 +862,14 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
         "presence_penalty", "frequency_penalty", "repeat_penalty", "repeat_last_n", "seed", "stop", "stream",
         "stream_options", "logprobs", "top_logprobs", "n", "user", "cache_prompt", "tools", "tool_choice",
-        "response_format", "logit_bias", "chat_template_kwargs", "grammar", "json_schema", NULL};
+        "response_format", "logit_bias", "chat_template_kwargs", "grammar", "json_schema", "parallel_tool_calls", NULL};
     static const char *const cmpl_known[] = {
         "model", "prompt", "max_tokens", "temperature", "top_p", "top_k", "min_p", "presence_penalty",
         "frequency_penalty", "repeat_penalty", "repeat_last_n", "seed", "stop", "stream", "stream_options",
         "logprobs", "n", "user", "cache_prompt", "echo", "suffix", "best_of", "logit_bias", "grammar",
         "json_schema", "response_format", NULL};
     if (root->type != FJ_OBJ) {
-        api_error(out, 400, "invalid_request_error", NULL, "the request body must be a JSON object, not %s",
+        srv_api_error(out, 400, "invalid_request_error", NULL, "the request body must be a JSON object, not %s",
                   fj_type_name(root->type));
         goto done;
     }
@@ -775,7 +898,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
             if (get_bool(kw, "enable_thinking", &think, out)) goto done;
             if (!think) g.chat_flags |= FC_CHAT_NO_THINK;
         }
-        if (chat_tokens(sv, root, g.chat_flags, &toks, &n_toks, out)) goto done;
+        if (chat_tokens(sv, root, g.chat_flags, &g.tools, &toks, &n_toks, out)) goto done;
     } else {
         const fj_val *x = fj_get(root, "logprobs");
         if (x && x->type == FJ_BOOL) {
@@ -801,13 +924,13 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         if (prompt_tokens(sv, root, &toks, &n_toks, out)) goto done;
     }
     if ((int64_t)n_toks > sv->n_ctx) {
-        api_error(out, 400, "invalid_request_error", chat ? "messages" : "prompt",
+        srv_api_error(out, 400, "invalid_request_error", chat ? "messages" : "prompt",
                   "the prompt is %zu tokens, longer than the slot's context (%" PRId64 " tokens)", n_toks, sv->n_ctx);
         goto done;
     }
     r = srv_req_new(toks, n_toks, &g.gp);
     if (!r) {
-        api_error(out, 500, "server_error", NULL, "out of memory");
+        srv_api_error(out, 500, "server_error", NULL, "out of memory");
         goto done;
     }
     toks = NULL;
@@ -818,7 +941,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
     const int q = srv_engine_submit(sv->eng, r);
     if (q) {
         out->retry_after = 1;
-        api_error(out, 503, "unavailable_error", NULL,
+        srv_api_error(out, 503, "unavailable_error", NULL,
                   q == -1 ? "the server is busy: every slot is taken and the queue is full (--queue); retry later"
                           : "the server is shutting down");
         goto done;
@@ -830,7 +953,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         api_stream *s = calloc(1, sizeof *s);
         if (!s) {
             srv_req_cancel(r);
-            api_error(out, 500, "server_error", NULL, "out of memory");
+            srv_api_error(out, 500, "server_error", NULL, "out of memory");
             goto done;
         }
         s->sv = sv;
@@ -838,6 +961,10 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         r = NULL; /* the stream holds it */
         s->chat = chat;
         s->include_usage = g.include_usage;
+        if (chat && s->r->gp.tool_format >= 0) {
+            s->tools = 1;
+            srv_tool_stream_init(&s->ts, sv->tmpl, s->r->id ^ sv->id_salt);
+        }
         s->fd = rq->fd;
         snprintf(s->id, sizeof s->id, "%s", id);
         s->created = created;
@@ -848,17 +975,49 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
     }
     if (wait_news(r, 0, 0, rq->fd, 1)) {
         srv_req_cancel(r);
-        api_error(out, 499, "invalid_request_error", NULL, "the client closed the connection");
+        srv_api_error(out, 499, "invalid_request_error", NULL, "the client closed the connection");
         goto done;
     }
     if (r->finish == SRV_FINISH_ERROR) {
-        api_error(out, 500, "server_error", NULL, "%s", r->error);
+        srv_api_error(out, 500, "server_error", NULL, "%s", r->error);
         goto done;
     }
     fj_buf b = {0};
     head_json(sv, &b, id, created, chat ? "chat.completion" : "text_completion");
     fj_raws(&b, ",\"choices\":[{\"index\":0,");
-    if (chat) {
+    int called = 0;
+    if (chat && r->gp.tool_format >= 0) { /* the reply split into its text and its calls */
+        fc_chat_tool_reply tr;
+        pthread_mutex_lock(&sv->tok_mu);
+        const fc_status ps = fc_chat_parse_tool_calls(sv->tok_ctx, sv->tmpl, r->text ? r->text : "", r->n_text, &tr);
+        pthread_mutex_unlock(&sv->tok_mu);
+        if (ps != FC_OK) {
+            fj_buf_free(&b);
+            srv_api_error(out, 500, "server_error", NULL, "out of memory");
+            goto done;
+        }
+        called = tr.n_calls > 0;
+        fj_raws(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
+        if (called && !tr.content[0]) fj_raws(&b, "null");
+        else fj_strs(&b, tr.content);
+        if (called) {
+            fj_raws(&b, ",\"tool_calls\":[");
+            for (size_t k = 0; k < tr.n_calls; k++) {
+                char cid[40];
+                srv_tool_call_id(r->id ^ sv->id_salt, k, cid);
+                fj_raws(&b, k ? ",{\"id\":" : "{\"id\":");
+                fj_strs(&b, cid);
+                fj_raws(&b, ",\"type\":\"function\",\"function\":{\"name\":");
+                fj_strs(&b, tr.calls[k].name);
+                fj_raws(&b, ",\"arguments\":");
+                fj_strs(&b, tr.calls[k].arguments);
+                fj_raws(&b, "}}");
+            }
+            fj_raws(&b, "]");
+        }
+        fj_raws(&b, "},");
+        fc_chat_tool_reply_free(&tr);
+    } else if (chat) {
         fj_raws(&b, "\"message\":{\"role\":\"assistant\",\"content\":");
         fj_str(&b, r->text ? r->text : "", r->n_text);
         fj_raws(&b, "},");
@@ -871,7 +1030,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
     if (r->gp.logprobs) logprobs_json(sv, &b, r->lp, r->n_lp, chat);
     else fj_raws(&b, "null");
     fj_raws(&b, ",\"finish_reason\":");
-    fj_strs(&b, finish_name(r->finish));
+    fj_strs(&b, called && r->finish == SRV_FINISH_STOP ? "tool_calls" : finish_name(r->finish));
     fj_raws(&b, "}],");
     usage_json(&b, r);
     fj_raws(&b, ",");
@@ -882,6 +1041,7 @@ done:
     if (out->status >= 400) atomic_fetch_add(&sv->requests_errors, 1);
     for (size_t k = 0; k < g.gp.n_stop; k++) free(g.gp.stop[k]);
     fc_grammar_free(g.gp.grammar);
+    srv_tools_free(&g.tools);
     free(toks);
     srv_req_release(r);
     fj_free(doc);
@@ -890,7 +1050,7 @@ done:
 /* ---- the small endpoints ---- */
 static void health(srv_server *sv, srv_http_response *out) {
     if (!atomic_load(&sv->ready)) {
-        api_error(out, 503, "unavailable_error", NULL, "Loading model");
+        srv_api_error(out, 503, "unavailable_error", NULL, "Loading model");
         return;
     }
     fj_buf b = {0};
@@ -945,7 +1105,7 @@ static void slots(srv_server *sv, srv_http_response *out) {
     const int n = srv_engine_n_slots(sv->eng);
     srv_slot_info *si = calloc((size_t)n, sizeof *si);
     if (!si) {
-        api_error(out, 500, "server_error", NULL, "out of memory");
+        srv_api_error(out, 500, "server_error", NULL, "out of memory");
         return;
     }
     srv_stats st;
@@ -965,7 +1125,7 @@ static void slots(srv_server *sv, srv_http_response *out) {
 
 static void metrics(srv_server *sv, srv_http_response *out) {
     if (!sv->o->metrics) {
-        api_error(out, 501, "not_supported_error", NULL,
+        srv_api_error(out, 501, "not_supported_error", NULL,
                   "this server does not expose metrics: start it with --metrics");
         return;
     }
@@ -1001,11 +1161,11 @@ static fj_doc *parse_body(srv_server *sv, const srv_http_request *rq, srv_http_r
     fj_limits lim = {.max_bytes = sv->o->max_body, .max_depth = 64};
     fj_doc *doc = fj_parse(rq->body, rq->body_len, &lim, err, sizeof err);
     if (!doc) {
-        api_error(out, 400, "invalid_request_error", NULL, "the request body is not valid JSON: %s", err);
+        srv_api_error(out, 400, "invalid_request_error", NULL, "the request body is not valid JSON: %s", err);
         return NULL;
     }
     if (fj_root(doc)->type != FJ_OBJ) {
-        api_error(out, 400, "invalid_request_error", NULL, "the request body must be a JSON object");
+        srv_api_error(out, 400, "invalid_request_error", NULL, "the request body must be a JSON object");
         fj_free(doc);
         return NULL;
     }
@@ -1080,7 +1240,7 @@ static void detokenize(srv_server *sv, const srv_http_request *rq, srv_http_resp
     }
     toks = malloc((t->len + 1) * sizeof *toks);
     if (!toks) {
-        api_error(out, 500, "server_error", NULL, "out of memory");
+        srv_api_error(out, 500, "server_error", NULL, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < t->len; i++) {
@@ -1116,13 +1276,13 @@ done:
 
 static void webui(srv_server *sv, srv_http_response *out) {
     if (!sv->o->webui) {
-        api_error(out, 404, "not_found_error", NULL, "the chat page is disabled (--no-webui)");
+        srv_api_error(out, 404, "not_found_error", NULL, "the chat page is disabled (--no-webui)");
         return;
     }
     out->status = 200;
     out->body = malloc(srv_webui_html_len);
     if (!out->body) {
-        api_error(out, 500, "server_error", NULL, "out of memory");
+        srv_api_error(out, 500, "server_error", NULL, "out of memory");
         return;
     }
     memcpy(out->body, srv_webui_html, srv_webui_html_len);
@@ -1201,21 +1361,21 @@ void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response 
     if (!rt && allow[0]) {
         static char allow_static[2][24] = {"GET, OPTIONS", "POST, OPTIONS"};
         out->allow = !strncmp(allow, "GET", 3) ? allow_static[0] : allow_static[1];
-        api_error(out, 405, "invalid_request_error", NULL, "%s is not allowed on %s (allowed: %s)", rq->method,
+        srv_api_error(out, 405, "invalid_request_error", NULL, "%s is not allowed on %s (allowed: %s)", rq->method,
                   rq->path, out->allow);
         return;
     }
     if (!rt) {
-        api_error(out, 404, "not_found_error", NULL, "no endpoint %s %s", rq->method, rq->path);
+        srv_api_error(out, 404, "not_found_error", NULL, "no endpoint %s %s", rq->method, rq->path);
         return;
     }
     if (!rt->open && !authorized(sv, rq)) {
-        api_error(out, 401, "authentication_error", NULL, "invalid or missing API key (Authorization: Bearer KEY)");
+        srv_api_error(out, 401, "authentication_error", NULL, "invalid or missing API key (Authorization: Bearer KEY)");
         return;
     }
     if (rt->id != R_HEALTH && rt->id != R_WEBUI && !atomic_load(&sv->ready)) {
         out->retry_after = 1;
-        api_error(out, 503, "unavailable_error", NULL, "Loading model");
+        srv_api_error(out, 503, "unavailable_error", NULL, "Loading model");
         return;
     }
     switch (rt->id) {

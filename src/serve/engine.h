@@ -63,6 +63,10 @@ typedef struct srv_gen_params {
     int top_logprobs; /* alternatives per token, 0..SRV_MAX_TOP_LOGPROBS */
     int no_cache;     /* evaluate the whole prompt, reusing nothing of the slot's cache */
     fc_grammar *grammar; /* owned: the output must be a sentence of it (NULL: free text) */
+    /* non-NULL: the grammar holds only from this text on (a tool call's
+     * opening tag, static storage); the text before it is free */
+    const char *trigger;
+    int tool_format; /* -1: no tools; else the fc_chat_tool_format the reply is parsed with */
 } srv_gen_params;
 
 typedef struct srv_req {

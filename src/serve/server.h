@@ -59,6 +59,11 @@ typedef struct srv_server {
     long long t_start;
 } srv_server;
 
+/* An OpenAI-shaped error response {"error": {"message", "type", "param",
+ * "code"}} into out (api.c); returns -1, for `return srv_api_error(...)`. */
+__attribute__((format(printf, 5, 6))) int srv_api_error(srv_http_response *out, int status, const char *type,
+                                                        const char *param, const char *fmt, ...);
+
 /* Route one request (api.c). */
 void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response *out);
 

@@ -751,11 +751,11 @@ function matchesShape(text, what) {
 }
 
 test('structured output: response_format json_object and json_schema (plain and streamed), grammar, json_schema', async () => {
-  const base = { model: MODEL_ID, messages: chatMsgs('Answer in JSON'), temperature: 100 };
+  const base = { model: MODEL_ID, messages: chatMsgs('Answer in JSON'), temperature: 100, cache_prompt: false };
   // json_object: a reply that ends by itself is one JSON object; one cut at max_tokens is a start of one
   let ended = 0;
-  for (let seed = 1; seed <= 8; seed++) {
-    const r = await oa.chat.completions.create({ ...base, seed, max_tokens: 48, response_format: { type: 'json_object' } });
+  for (let seed = 1; seed <= 12; seed++) {
+    const r = await oa.chat.completions.create({ ...base, seed, max_tokens: 300, response_format: { type: 'json_object' } });
     const c = r.choices[0];
     if (c.finish_reason === 'stop') {
       ended++;
@@ -801,6 +801,82 @@ test('structured output: response_format json_object and json_schema (plain and 
     { mentions: [/grammar/, /json_schema/] }, 'grammar and json_schema');
 });
 
+// A tool whose arguments a random-weight model finishes quickly: an enum and a small integer range.
+const WEATHER = {
+  type: 'function',
+  function: {
+    name: 'get_weather',
+    description: 'The weather in a city for the next days',
+    parameters: {
+      type: 'object',
+      properties: { city: { enum: ['Paris', 'Rome', 'Oslo'] }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+      required: ['city', 'days'],
+      additionalProperties: false,
+    },
+  },
+};
+const PING = { type: 'function', function: { name: 'ping', parameters: { type: 'object', properties: {}, additionalProperties: false } } };
+function weatherArgs(text, what) {
+  const a = JSON.parse(text);
+  assert.deepEqual(Object.keys(a), ['city', 'days'], `${what}: ${text}`);
+  assert.ok(['Paris', 'Rome', 'Oslo'].includes(a.city), `${what}: ${text}`);
+  assert.ok(Number.isInteger(a.days) && a.days >= 1 && a.days <= 7, `${what}: ${text}`);
+}
+
+test('tools: forced calls (required, named), streamed deltas == plain, a tool result follow-up, errors', async () => {
+  // the tools block takes ~600 tokens of the tiny vocabulary: a server with room for it
+  const srv = await startServer('tools', model, ['-np', '2', '-c', '2048', '-t', '1']);
+  const cl = client(srv);
+  const base = { model: MODEL_ID, temperature: 100, max_tokens: 300, cache_prompt: false, parallel_tool_calls: false };
+  const msgs = chatMsgs('What is the weather in Rome?');
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await cl.chat.completions.create({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_[0-9a-f]{24}$/);
+    if (call.function.name === 'get_weather') weatherArgs(call.function.arguments, `seed ${seed}`);
+    else assert.deepEqual(JSON.parse(call.function.arguments), {}, `seed ${seed}`);
+    // the SDK's stream helper assembles the deltas into the same call
+    const st = cl.chat.completions.stream({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' });
+    let deltas = 0;
+    st.on('chunk', (ch) => { if (ch.choices[0]?.delta?.tool_calls) deltas++; });
+    const fin = await st.finalChatCompletion();
+    const fc = fin.choices[0];
+    assert.equal(fc.finish_reason, 'tool_calls');
+    assert.equal(fc.message.tool_calls.length, 1);
+    assert.equal(fc.message.tool_calls[0].function.name, call.function.name, `seed ${seed}`);
+    assert.equal(fc.message.tool_calls[0].function.arguments, call.function.arguments, `seed ${seed}: streamed != plain`);
+    assert.ok(deltas >= 2, `seed ${seed}: ${deltas} tool-call deltas (name, then arguments growing)`);
+  }
+  // a named function is the one called
+  const named = await cl.chat.completions.create({
+    ...base, seed: 9, messages: msgs, tools: [WEATHER, PING], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  });
+  assert.equal(named.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  weatherArgs(named.choices[0].message.tool_calls[0].function.arguments, 'named');
+  // the call and its result go back in: the conversation renders and runs
+  const call = named.choices[0].message.tool_calls[0];
+  const follow = await cl.chat.completions.create({
+    ...base, seed: 2, max_tokens: 8, tools: [WEATHER],
+    messages: [...msgs, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
+  });
+  assert.ok(['stop', 'length', 'tool_calls'].includes(follow.choices[0].finish_reason));
+  // errors name the field
+  const bad = (body) => req(srv, 'POST', '/v1/chat/completions', { model: MODEL_ID, messages: msgs, max_tokens: 2, ...body });
+  assertError(await bad({ tools: [WEATHER], tool_choice: { type: 'function', function: { name: 'nope' } } }), 400,
+    { param: 'tools', mentions: [/nope/] }, 'unknown named tool');
+  assertError(await bad({ tool_choice: 'required' }), 400, { param: 'tool_choice' }, 'required without tools');
+  assertError(await bad({ tools: [{ type: 'function', function: { name: 'bad name' } }] }), 400, { param: 'tools[0]' }, 'bad name');
+  assertError(await bad({ tools: [{ type: 'retrieval' }] }), 400, { param: 'tools[0]' }, 'not a function');
+  assertError(await bad({ tools: [WEATHER], response_format: { type: 'json_object' } }), 400, { param: 'tools' }, 'tools + json');
+  assertError(await bad({ tools: [WEATHER], tool_choice: 'sometimes' }), 400, { param: 'tool_choice' }, 'tool_choice value');
+  assertError(await bad({ messages: [{ role: 'user', content: 'x', tool_calls: [] }] }), 400, { mentions: [/tool_calls/] }, 'user calls');
+  await stopServer(srv);
+});
+
 test('errors: bad JSON, wrong types, unknown role, unsupported fields, too long prompts', async () => {
   const chat = (body) => req(main, 'POST', '/v1/chat/completions', body);
   const cmpl = (body) => req(main, 'POST', '/v1/completions', body);
@@ -823,8 +899,7 @@ test('errors: bad JSON, wrong types, unknown role, unsupported fields, too long 
   assertError(await chat({ messages: [{ role: 'user', content: 7 }] }), 400, { mentions: [/content/] }, 'content 7');
   for (const [field, value] of [
     ['n', 2],
-    ['tools', [{ type: 'function', function: { name: 'f', parameters: { type: 'object' } } }]],
-    ['tool_choice', 'auto'],
+    ['tool_choice', 'sometimes'],
     ['response_format', { type: 'xml' }],
   ]) {
     for (const stream of [false, true]) {

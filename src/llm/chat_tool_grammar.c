@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/* Fucina llm: the grammar of a reply that calls tools, and the parse of
+ * such a reply (include/fucina/chat.h, fc_chat_tools_grammar,
+ * fc_chat_parse_tool_calls).
+ *
+ * Each function's arguments come from its "parameters" schema through the
+ * JSON Schema converter, whose grammar is a start rule, the schema's rules
+ * and the shared JSON rules (grammar_json.c). Several tools live in one
+ * grammar, so each tool's rules are renamed with a prefix of its own
+ * ("t3-"), found by a lexer that skips literals, classes and comments, and
+ * the shared rules are written once. The call syntax is the family's
+ * (fc_chat_tool_format): what the model was trained to write, exactly as
+ * the renderer writes past calls, so a reply parses the way a rendered
+ * conversation reads. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/ctx.h"
+#include "fucina/grammar.h"
+#include "io/json_value.h"
+#include "llm/chat_internal.h"
+#include "llm/grammar_json.h"
+
+static const char k_trigger[] = "<tool_call>";
+
+static int is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+}
+
+/* Append rules (GBNF text) with every rule it defines renamed to
+ * prefix + name; references to other rules (the shared ones) stay. */
+static int append_renamed(fj_buf *out, const char *text, size_t n, const char *prefix)
+{
+    /* the names this text defines: an identifier at a line start before ::= */
+    char **defs = NULL;
+    size_t n_defs = 0, cap = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && is_name_char(text[j])) j++;
+        size_t k = j;
+        while (k < n && (text[k] == ' ' || text[k] == '\t')) k++;
+        if (j > i && k + 3 <= n && !memcmp(text + k, "::=", 3)) {
+            if (n_defs == cap) {
+                cap = cap ? 2 * cap : 32;
+                char **d = realloc(defs, cap * sizeof *d);
+                if (!d) goto oom;
+                defs = d;
+            }
+            defs[n_defs] = strndup(text + i, j - i);
+            if (!defs[n_defs++]) goto oom;
+        }
+        while (i < n && text[i] != '\n') i++;
+        i++;
+    }
+    for (size_t i = 0; i < n;) {
+        char c = text[i];
+        if (c == '"' || c == '[') { /* a literal or a class: copied as it is, escapes included */
+            const char close = c == '"' ? '"' : ']';
+            size_t j = i + 1;
+            while (j < n && text[j] != close) j += text[j] == '\\' ? 2 : 1;
+            if (j < n) j++;
+            fj_raw(out, text + i, (j < n ? j : n) - i);
+            i = j;
+        } else if (c == '#') {
+            size_t j = i;
+            while (j < n && text[j] != '\n') j++;
+            i = j;
+        } else if (is_name_char(c)) {
+            size_t j = i;
+            while (j < n && is_name_char(text[j])) j++;
+            int mine = 0;
+            for (size_t d = 0; d < n_defs && !mine; d++) mine = strlen(defs[d]) == j - i && !memcmp(defs[d], text + i, j - i);
+            if (mine) fj_raws(out, prefix);
+            fj_raw(out, text + i, j - i);
+            i = j;
+        } else {
+            fj_raw(out, &c, 1);
+            i++;
+        }
+    }
+    for (size_t d = 0; d < n_defs; d++) free(defs[d]);
+    free(defs);
+    return out->oom ? -1 : 0;
+oom:
+    for (size_t d = 0; d < n_defs; d++) free(defs[d]);
+    free(defs);
+    return -1;
+}
+
+typedef struct tool_def {
+    char name[65];
+    char *schema; /* the parameters schema as JSON text; NULL: any object */
+} tool_def;
+
+static int read_tools(fc_ctx *ctx, const char *const *tools, size_t n, tool_def *defs)
+{
+    for (size_t i = 0; i < n; i++) {
+        char err[200];
+        fj_doc *d = tools[i] ? fj_parse(tools[i], strlen(tools[i]), NULL, err, sizeof err) : NULL;
+        if (!d) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "tools[%zu]: %s", i, tools[i] ? err : "NULL");
+            return -1;
+        }
+        const fj_val *f = fj_get(fj_root(d), "function");
+        const fj_val *name = f ? fj_get(f, "name") : NULL;
+        const fj_val *params = f ? fj_get(f, "parameters") : NULL;
+        const char *why = NULL;
+        if (!f || f->type != FJ_OBJ) why = "has no 'function' object";
+        else if (!name || name->type != FJ_STR) why = "has no function name";
+        else if (name->len == 0 || name->len > 64) why = "has a function name that is empty or longer than 64";
+        for (size_t k = 0; !why && k < name->len; k++)
+            if (!is_name_char(name->str[k])) why = "has a function name outside [a-zA-Z0-9_-]";
+        if (!why && params && params->type != FJ_OBJ && params->type != FJ_NULL) why = "has parameters that are not an object";
+        if (why) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "tools[%zu] %s", i, why);
+            fj_free(d);
+            return -1;
+        }
+        memcpy(defs[i].name, name->str, name->len);
+        defs[i].name[name->len] = 0;
+        for (size_t k = 0; k < i; k++)
+            if (!strcmp(defs[k].name, defs[i].name)) {
+                fc_fail(ctx, FC_ERR_INVALID_ARG, "tools[%zu]: the function name '%s' is also tools[%zu]'s", i,
+                        defs[i].name, k);
+                fj_free(d);
+                return -1;
+            }
+        if (params && params->type == FJ_OBJ) {
+            fj_buf b = {0};
+            fj_value(&b, params);
+            fj_raw(&b, "", 1);
+            if (b.oom) {
+                fj_buf_free(&b);
+                fj_free(d);
+                fc_fail(ctx, FC_ERR_OOM, "tools: out of memory");
+                return -1;
+            }
+            defs[i].schema = b.p;
+        }
+        fj_free(d);
+    }
+    return 0;
+}
+
+/* The rule "t<i>" matching tool i's arguments, with its rules, into g. */
+static int tool_args_rules(fc_ctx *ctx, const tool_def *d, size_t i, fj_buf *g)
+{
+    if (!d->schema) {
+        fj_printf(g, "t%zu ::= object\n", i);
+        return 0;
+    }
+    char *text = fc_json_schema_to_gbnf(ctx, d->schema, strlen(d->schema));
+    if (!text) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "tool '%s' parameters: %s", d->name, why);
+        return -1;
+    }
+    /* "root ::= X\n" + the schema's rules + the shared rules */
+    size_t n = strlen(text), nj = strlen(fc_grammar_json_rules);
+    const char *body = strchr(text, '\n');
+    if (strncmp(text, "root ::= ", 9) || !body || n < nj || strcmp(text + n - nj, fc_grammar_json_rules)) {
+        free(text);
+        fc_fail(ctx, FC_ERR_STATE, "tool '%s' parameters: unexpected converter output", d->name);
+        return -1;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "t%zu-", i);
+    fj_printf(g, "t%zu ::= ", i);
+    /* "X\n" and the rules: the definitions are found in all of it, so X is renamed too */
+    int rc = append_renamed(g, text + 9, n - nj - 9, prefix);
+    free(text);
+    if (rc) fc_fail(ctx, FC_ERR_OOM, "tools: out of memory");
+    return rc;
+}
+
+fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *const *tools, size_t n_tools,
+                                  const fc_chat_tool_grammar_options *opt, const char **trigger)
+{
+    const fc_chat_tool_grammar_options o = opt ? *opt : (fc_chat_tool_grammar_options){0};
+    if (trigger) *trigger = NULL;
+    if (!fc_chat_template_name(t)) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_tools_grammar: template out of range");
+    if (!n_tools || !tools) return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_tools_grammar: no tools");
+    if (o.choice == FC_CHAT_TOOL_CHOICE_NAMED && !o.name)
+        return fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_chat_tools_grammar: a named choice without a name");
+    tool_def *defs = calloc(n_tools, sizeof *defs);
+    if (!defs) return fc_fail(ctx, FC_ERR_OOM, "fc_chat_tools_grammar: out of memory");
+    fc_grammar *gr = NULL;
+    fj_buf g = {0};
+    if (read_tools(ctx, tools, n_tools, defs)) goto out;
+    int named = -1;
+    if (o.choice == FC_CHAT_TOOL_CHOICE_NAMED) {
+        for (size_t i = 0; i < n_tools; i++)
+            if (!strcmp(defs[i].name, o.name)) named = (int)i;
+        if (named < 0) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "tool_choice names '%s', which is none of the tools", o.name);
+            goto out;
+        }
+    }
+    const int hermes = fc_chat_template_tool_format(t) == FC_CHAT_TOOLS_HERMES;
+    /* root: the calls (and, generic with auto, the text answer) */
+    const char *sep = hermes ? "\"\\n\"" : "\", \"";
+    if (hermes) fj_raws(&g, "root ::= call");
+    else if (o.choice == FC_CHAT_TOOL_CHOICE_AUTO)
+        fj_raws(&g, "root ::= \"{\\\"response\\\": \" string \"}\" | \"{\\\"tool_calls\\\": [\" call");
+    else fj_raws(&g, "root ::= \"{\\\"tool_calls\\\": [\" call");
+    if (!o.single) fj_printf(&g, " ( %s call )*", sep);
+    if (!hermes) fj_raws(&g, " \"]}\"");
+    fj_raws(&g, "\ncall ::= ");
+    for (size_t i = 0; i < n_tools; i++) {
+        if (named >= 0 && (int)i != named) continue;
+        if (named < 0 && i) fj_raws(&g, " | ");
+        if (hermes)
+            fj_printf(&g, "\"<tool_call>\\n{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%zu \"}\\n</tool_call>\"", defs[i].name, i);
+        else fj_printf(&g, "\"{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%zu \"}\"", defs[i].name, i);
+    }
+    fj_raws(&g, "\n");
+    for (size_t i = 0; i < n_tools; i++)
+        if ((named < 0 || (int)i == named) && tool_args_rules(ctx, &defs[i], i, &g)) goto out;
+    fj_raws(&g, fc_grammar_json_rules);
+    if (g.oom) {
+        fc_fail(ctx, FC_ERR_OOM, "fc_chat_tools_grammar: out of memory");
+        goto out;
+    }
+    gr = fc_grammar_parse(ctx, g.p, g.n, "root");
+    if (gr && hermes && o.choice == FC_CHAT_TOOL_CHOICE_AUTO && trigger) *trigger = k_trigger;
+out:
+    for (size_t i = 0; i < n_tools; i++) free(defs[i].schema);
+    free(defs);
+    fj_buf_free(&g);
+    return gr;
+}
+
+/* ---- parsing a reply ---- */
+
+void fc_chat_tool_reply_free(fc_chat_tool_reply *r)
+{
+    if (!r) return;
+    free(r->content);
+    for (size_t i = 0; i < r->n_calls; i++) {
+        free((char *)r->calls[i].name);
+        free((char *)r->calls[i].arguments);
+    }
+    free(r->calls);
+    *r = (fc_chat_tool_reply){0};
+}
+
+/* The arguments as the model wrote them: the text of the "arguments"
+ * member's value in raw[0..n) (a call object), when it is the last member
+ * (what parses, else NULL). The reply's calls then carry exactly what was generated,
+ * as a stream of the same reply does. */
+static char *raw_arguments(const char *raw, size_t n)
+{
+    static const char key[] = "\"arguments\"";
+    const char *k = NULL;
+    /* the first: a name cannot hold it, and arguments nest after it */
+    for (size_t i = 0; i + sizeof key - 1 <= n && !k; i++)
+        if (!memcmp(raw + i, key, sizeof key - 1)) k = raw + i;
+    if (!k) return NULL;
+    const char *p = k + sizeof key - 1, *e = raw + n;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (p == e || *p++ != ':') return NULL;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) e--;
+    if (e == p || e[-1] != '}') return NULL;
+    e--; /* the call object's closing brace */
+    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r')) e--;
+    fj_doc *d = fj_parse(p, (size_t)(e - p), NULL, NULL, 0);
+    const int ok = d && fj_root(d)->type == FJ_OBJ;
+    fj_free(d);
+    return ok ? strndup(p, (size_t)(e - p)) : NULL;
+}
+
+/* One call object {"name": S, "arguments": OBJECT or a string holding one}
+ * (raw: its text, or NULL): 1 added, 0 not a call, -1 out of memory. */
+static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, size_t n_raw)
+{
+    const fj_val *name = fj_get(v, "name"), *args = fj_get(v, "arguments");
+    if (v->type != FJ_OBJ || !name || name->type != FJ_STR || !name->len || !args) return 0;
+    fj_doc *inner = NULL;
+    if (args->type == FJ_STR) {
+        inner = fj_parse(args->str, args->len, NULL, NULL, 0);
+        if (!inner) return 0;
+        args = fj_root(inner);
+    }
+    if (args->type != FJ_OBJ) {
+        fj_free(inner);
+        return 0;
+    }
+    fj_buf b = {0};
+    char *verbatim = raw && !inner ? raw_arguments(raw, n_raw) : NULL;
+    if (verbatim) {
+        b.p = verbatim;
+        b.n = strlen(verbatim);
+    } else {
+        fj_value(&b, args);
+        fj_raw(&b, "", 1);
+    }
+    fj_free(inner);
+    fc_chat_tool_call *c = realloc(r->calls, (r->n_calls + 1) * sizeof *c);
+    char *nm = strndup(name->str, name->len);
+    if (!c || !nm || b.oom) {
+        if (c) r->calls = c;
+        free(nm);
+        fj_buf_free(&b);
+        return -1;
+    }
+    r->calls = c;
+    r->calls[r->n_calls++] = (fc_chat_tool_call){.name = nm, .arguments = b.p};
+    return 1;
+}
+
+fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,
+                                   fc_chat_tool_reply *out)
+{
+    *out = (fc_chat_tool_reply){0};
+    fj_buf content = {0};
+    int oom = 0;
+    if (fc_chat_template_tool_format(t) == FC_CHAT_TOOLS_GENERIC) {
+        fj_doc *d = fj_parse(text, len, NULL, NULL, 0);
+        const fj_val *root = d ? fj_root(d) : NULL;
+        const fj_val *calls = root ? fj_get(root, "tool_calls") : NULL, *resp = root ? fj_get(root, "response") : NULL;
+        if (root && root->type == FJ_OBJ && (calls || resp)) {
+            if (resp && resp->type == FJ_STR) fj_raw(&content, resp->str, resp->len);
+            for (size_t i = 0; calls && calls->type == FJ_ARR && i < calls->len && !oom; i++)
+                oom = add_call(out, calls->items[i], NULL, 0) < 0;
+        } else {
+            fj_raw(&content, text, len);
+        }
+        fj_free(d);
+    } else {
+        size_t at = 0;
+        const size_t nt = sizeof k_trigger - 1;
+        static const char close[] = "</tool_call>";
+        while (at < len && !oom) {
+            const char *open = NULL;
+            for (size_t i = at; i + nt <= len; i++)
+                if (!memcmp(text + i, k_trigger, nt)) {
+                    open = text + i;
+                    break;
+                }
+            const char *end = NULL;
+            if (open)
+                for (const char *p = open + nt; p + sizeof close - 1 <= text + len; p++)
+                    if (!memcmp(p, close, sizeof close - 1)) {
+                        end = p;
+                        break;
+                    }
+            if (!open || !end) {
+                fj_raw(&content, text + at, len - at);
+                break;
+            }
+            fj_doc *d = fj_parse(open + nt, (size_t)(end - open - nt), NULL, NULL, 0);
+            int added = d ? add_call(out, fj_root(d), open + nt, (size_t)(end - open - nt)) : 0;
+            fj_free(d);
+            if (added < 0) oom = 1;
+            /* text before the block is content; the template joins content and calls with "\n" */
+            size_t keep = (size_t)(open - text) - at;
+            if (added > 0) {
+                while (keep && text[at + keep - 1] == '\n') keep--;
+                fj_raw(&content, text + at, keep);
+            } else {
+                fj_raw(&content, text + at, (size_t)(end + sizeof close - 1 - text) - at);
+            }
+            at = (size_t)(end + sizeof close - 1 - text);
+            while (added > 0 && at < len && text[at] == '\n') at++;
+        }
+    }
+    fj_raw(&content, "", 1);
+    if (oom || content.oom) {
+        fj_buf_free(&content);
+        fc_chat_tool_reply_free(out);
+        fc_fail(ctx, FC_ERR_OOM, "fc_chat_parse_tool_calls: out of memory");
+        return FC_ERR_OOM;
+    }
+    out->content = content.p;
+    return FC_OK;
+}
