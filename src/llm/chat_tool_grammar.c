@@ -314,6 +314,30 @@ static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, siz
     return 1;
 }
 
+/* Past the JSON object that starts after blanks at p (strings, escapes and
+ * nesting followed), or NULL when there is none before e. */
+static const char *json_object_end(const char *p, const char *e)
+{
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (p == e || *p != '{') return NULL;
+    int depth = 0, in_str = 0, esc = 0;
+    for (; p < e; p++) {
+        char c = *p;
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
 fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,
                                    fc_chat_tool_reply *out)
 {
@@ -343,16 +367,22 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
                     open = text + i;
                     break;
                 }
+            /* the block ends after the object: a "</tool_call>" inside one of its strings is text */
             const char *end = NULL;
-            if (open)
-                for (const char *p = open + nt; p + sizeof close - 1 <= text + len; p++)
-                    if (!memcmp(p, close, sizeof close - 1)) {
-                        end = p;
-                        break;
-                    }
-            if (!open || !end) {
+            if (open) {
+                const char *obj = json_object_end(open + nt, text + len);
+                while (obj && obj < text + len && (*obj == ' ' || *obj == '\t' || *obj == '\n' || *obj == '\r')) obj++;
+                if (obj && (size_t)(text + len - obj) >= sizeof close - 1 && !memcmp(obj, close, sizeof close - 1))
+                    end = obj;
+            }
+            if (!open) {
                 fj_raw(&content, text + at, len - at);
                 break;
+            }
+            if (!end) { /* not a call: the tag is text, and the search goes on after it */
+                fj_raw(&content, text + at, (size_t)(open + nt - text) - at);
+                at = (size_t)(open + nt - text);
+                continue;
             }
             fj_doc *d = fj_parse(open + nt, (size_t)(end - open - nt), NULL, NULL, 0);
             int added = d ? add_call(out, fj_root(d), open + nt, (size_t)(end - open - nt)) : 0;
