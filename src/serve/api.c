@@ -663,7 +663,7 @@ static void head_json(srv_server *sv, fj_buf *b, const char *id, int64_t created
 /* Wait until r has text, log-probabilities or an end beyond what was seen
  * (until_end: until it ends). -1 when the client hung up meanwhile: the
  * socket is checked every 50 ms of waiting, however often tokens arrive. */
-static int wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int until_end) {
+int srv_wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int until_end) {
     struct timespec next;
     clock_gettime(CLOCK_REALTIME, &next);
     pthread_mutex_lock(&r->mu);
@@ -826,7 +826,7 @@ static ssize_t stream_read(void *self, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (s->phase == 2) return 0;
-        if (s->phase == 1 && wait_news(s->r, s->seen_text, s->seen_lp, s->fd, 0)) {
+        if (s->phase == 1 && srv_wait_news(s->r, s->seen_text, s->seen_lp, s->fd, 0)) {
             srv_req_cancel(s->r);
             return -1;
         }
@@ -973,7 +973,7 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
         out->stream = (srv_http_stream){s, stream_read, stream_free};
         goto done;
     }
-    if (wait_news(r, 0, 0, rq->fd, 1)) {
+    if (srv_wait_news(r, 0, 0, rq->fd, 1)) {
         srv_req_cancel(r);
         srv_api_error(out, 499, "invalid_request_error", NULL, "the client closed the connection");
         goto done;
@@ -1292,7 +1292,7 @@ static void webui(srv_server *sv, srv_http_response *out) {
 
 /* ---- routing ---- */
 typedef enum route_id {
-    R_WEBUI, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_SLOTS, R_METRICS,
+    R_WEBUI, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_SLOTS, R_METRICS, R_MESSAGES,
 } route_id;
 
 typedef struct route {
@@ -1318,6 +1318,7 @@ static const route routes[] = {
     {"/props", "GET", R_PROPS, 0},
     {"/slots", "GET", R_SLOTS, 0},
     {"/metrics", "GET", R_METRICS, 0},
+    {"/v1/messages", "POST", R_MESSAGES, 0},
 };
 
 /* Compare without an early exit, so the time taken says nothing about how
@@ -1389,5 +1390,6 @@ void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response 
     case R_PROPS: props(sv, out); return;
     case R_SLOTS: slots(sv, out); return;
     case R_METRICS: metrics(sv, out); return;
+    case R_MESSAGES: srv_api_messages(sv, rq, out); return;
     }
 }

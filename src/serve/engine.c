@@ -28,6 +28,7 @@ srv_req *srv_req_new(fc_token *prompt, size_t n_prompt, const srv_gen_params *gp
     r->n_prompt = n_prompt;
     r->gp = *gp;
     r->slot = -1;
+    r->stop_index = -1;
     r->refs = 1;
     atomic_init(&r->cancelled, 0);
     pthread_mutex_init(&r->mu, NULL);
@@ -169,6 +170,8 @@ static int cache_push(slot *sl, const fc_token *t, size_t n) {
 }
 
 /* End the slot's request (the slot keeps its cache for the next one). */
+static void note_stop(srv_req *r, const char *pend, size_t n, size_t at);
+
 static void slot_end(srv_engine *e, slot *sl, srv_finish f, const char *error) {
     srv_req *r = sl->req;
     const double t = now_ms();
@@ -185,7 +188,7 @@ static void slot_end(srv_engine *e, slot *sl, srv_finish f, const char *error) {
         size_t emit = sl->n_pend;
         hit = fc_chat_stop_scan(sl->pend, sl->n_pend, (const char *const *)r->gp.stop, r->gp.n_stop, &emit);
         if (!hit) emit = sl->n_pend;
-        else f = SRV_FINISH_STOP;
+        else f = SRV_FINISH_STOP, note_stop(r, sl->pend, sl->n_pend, emit);
         req_emit(r, sl->pend, emit);
     }
     sl->n_pend = 0;
@@ -307,6 +310,19 @@ static int is_eog(const srv_engine *e, fc_token t) {
     return 0;
 }
 
+/* Which stop string starts at pend[at] (the scan cut the text there). */
+static void note_stop(srv_req *r, const char *pend, size_t n, size_t at) {
+    for (size_t k = 0; k < r->gp.n_stop; k++) {
+        const size_t m = strlen(r->gp.stop[k]);
+        if (at + m <= n && !memcmp(pend + at, r->gp.stop[k], m)) {
+            pthread_mutex_lock(&r->mu);
+            r->stop_index = (int)k;
+            pthread_mutex_unlock(&r->mu);
+            return;
+        }
+    }
+}
+
 /* A lazy grammar: once the generated text holds the trigger, the grammar
  * holds from the trigger's first byte (what followed it in the same token
  * is fed too). 1 when the slot ended (an error). */
@@ -365,6 +381,7 @@ static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     if (hit) {
         /* the stop string and what follows are never shown: drop them and
          * whatever the detokenizer still holds */
+        note_stop(r, sl->pend, sl->n_pend, 0);
         sl->n_pend = 0;
         fc_detok_stream_flush(e->ctx, sl->ds, &piece, &n);
         slot_end(e, sl, SRV_FINISH_STOP, NULL);

@@ -87,6 +87,7 @@ typedef struct srv_req {
     size_t n_lp, cap_lp;
     int started;       /* a slot took it */
     srv_finish finish; /* set once, at the end */
+    int stop_index;    /* the stop string that ended it (gp.stop[i]); -1: none */
     char error[256];
     int slot;                /* the slot that ran it (-1: none yet) */
     int64_t n_cached;        /* prompt tokens reused from the slot's cache */

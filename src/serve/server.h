@@ -64,6 +64,12 @@ typedef struct srv_server {
 __attribute__((format(printf, 5, 6))) int srv_api_error(srv_http_response *out, int status, const char *type,
                                                         const char *param, const char *fmt, ...);
 
+/* Wait until r has text, log-probabilities or an end beyond what was seen
+ * (until_end: until it ends); -1 when the client hung up meanwhile (api.c). */
+int srv_wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int until_end);
+/* POST /v1/messages, Anthropic's Messages API (api_messages.c). */
+void srv_api_messages(srv_server *sv, const srv_http_request *rq, srv_http_response *out);
+
 /* Route one request (api.c). */
 void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response *out);
 

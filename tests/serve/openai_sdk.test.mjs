@@ -24,6 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const BIN = process.env.FUCINA_BIN || path.resolve(here, '../../build/fucina');
@@ -874,6 +875,79 @@ test('tools: forced calls (required, named), streamed deltas == plain, a tool re
   assertError(await bad({ tools: [WEATHER], response_format: { type: 'json_object' } }), 400, { param: 'tools' }, 'tools + json');
   assertError(await bad({ tools: [WEATHER], tool_choice: 'sometimes' }), 400, { param: 'tool_choice' }, 'tool_choice value');
   assertError(await bad({ messages: [{ role: 'user', content: 'x', tool_calls: [] }] }), 400, { mentions: [/tool_calls/] }, 'user calls');
+  await stopServer(srv);
+});
+
+test('Anthropic Messages (@anthropic-ai/sdk): create and stream, text and tool_use, stop sequences, errors', async () => {
+  const srv = await startServer('messages', model, ['-np', '2', '-c', '2048', '-t', '1']);
+  const an = new Anthropic({ baseURL: srv.base, apiKey: 'unused', maxRetries: 0 });
+  const msgs = [{ role: 'user', content: 'Hello there' }];
+  const m = await an.messages.create({ model: MODEL_ID, max_tokens: 12, temperature: 0, messages: msgs });
+  assert.equal(m.type, 'message');
+  assert.equal(m.role, 'assistant');
+  assert.match(m.id, /^msg_/);
+  assert.ok(['end_turn', 'max_tokens'].includes(m.stop_reason), m.stop_reason);
+  assert.ok(m.usage.input_tokens > 0 && m.usage.output_tokens <= 12, JSON.stringify(m.usage));
+  const text = m.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+  // the same conversation through the OpenAI endpoint: the same greedy text
+  const o = await client(srv).chat.completions.create({ model: MODEL_ID, max_tokens: 12, temperature: 0, messages: msgs });
+  assert.equal(text, o.choices[0].message.content);
+  assert.equal(m.stop_reason === 'max_tokens' ? 'length' : 'stop', o.choices[0].finish_reason);
+  // streamed: the full event sequence, and the same text
+  const st = an.messages.stream({ model: MODEL_ID, max_tokens: 12, temperature: 0, messages: msgs });
+  const types = [];
+  st.on('streamEvent', (e) => types.push(e.type));
+  const fin = await st.finalMessage();
+  assert.equal(types[0], 'message_start');
+  assert.equal(types[types.length - 1], 'message_stop');
+  assert.equal(types[types.length - 2], 'message_delta');
+  if (text) for (const t of ['content_block_start', 'content_block_delta', 'content_block_stop']) assert.ok(types.includes(t), types.join());
+  assert.equal(fin.content.filter((b) => b.type === 'text').map((b) => b.text).join(''), text);
+  assert.equal(fin.stop_reason, m.stop_reason);
+  // a stop sequence taken from the greedy text: stop_reason stop_sequence, the sequence named, the text cut before it
+  const longer = await an.messages.create({ model: MODEL_ID, max_tokens: 24, temperature: 0, messages: msgs });
+  const lt = longer.content.map((b) => b.text || '').join('');
+  assert.ok(lt.length >= 4, `greedy text too short for a stop sequence: ${JSON.stringify(lt)}`);
+  const cut = lt.slice(lt.length >> 1, (lt.length >> 1) + 2);
+  {
+    const s2 = await an.messages.create({ model: MODEL_ID, max_tokens: 24, temperature: 0, messages: msgs, stop_sequences: [cut] });
+    assert.equal(s2.stop_reason, 'stop_sequence');
+    assert.equal(s2.stop_sequence, cut);
+    assert.equal(s2.content.map((b) => b.text || '').join(''), lt.slice(0, lt.indexOf(cut)));
+  }
+  // tools: a forced call, plain and streamed (input_json_delta), then a tool_result follow-up
+  const tools = [{ name: 'get_weather', description: 'Weather', input_schema: WEATHER.function.parameters }];
+  const tq = { model: MODEL_ID, max_tokens: 300, temperature: 100, seed: 4, messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+    tools, tool_choice: { type: 'any', disable_parallel_tool_use: true } };
+  const t1 = await an.messages.create(tq);
+  assert.equal(t1.stop_reason, 'tool_use');
+  const use = t1.content.find((b) => b.type === 'tool_use');
+  assert.ok(use, JSON.stringify(t1.content));
+  assert.equal(use.name, 'get_weather');
+  assert.match(use.id, /^toolu_/);
+  weatherArgs(JSON.stringify(use.input), 'tool_use');
+  const ts = an.messages.stream(tq);
+  let jsonDeltas = 0;
+  ts.on('streamEvent', (e) => { if (e.type === 'content_block_delta' && e.delta.type === 'input_json_delta') jsonDeltas++; });
+  const tfin = await ts.finalMessage();
+  assert.equal(tfin.stop_reason, 'tool_use');
+  assert.deepEqual(tfin.content.find((b) => b.type === 'tool_use').input, use.input);
+  assert.ok(jsonDeltas >= 1);
+  const follow = await an.messages.create({ ...tq, max_tokens: 8, tool_choice: { type: 'auto' },
+    messages: [...tq.messages, { role: 'assistant', content: [use] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: '{"temp": -3}' }] }] });
+  assert.equal(follow.type, 'message');
+  // errors: Anthropic's shape, through the SDK's error classes
+  await assert.rejects(an.messages.create({ model: MODEL_ID, messages: msgs }), (e) => e.status === 400 && /max_tokens/.test(e.message));
+  await assert.rejects(an.messages.create({ model: MODEL_ID, max_tokens: 4, messages: [{ role: 'robot', content: 'x' }] }),
+    (e) => e.status === 400 && /role/.test(e.message));
+  await assert.rejects(an.messages.create({ model: MODEL_ID, max_tokens: 4, messages: msgs, tool_choice: { type: 'tool', name: 'nope' }, tools }),
+    (e) => e.status === 400 && /nope/.test(e.message));
+  const raw = await req(srv, 'POST', '/v1/messages', { model: MODEL_ID, max_tokens: 4, messages: msgs, frobnicate: 1 });
+  assert.equal(raw.status, 400);
+  assert.equal(raw.json.type, 'error');
+  assert.equal(raw.json.error.type, 'invalid_request_error');
+  assert.match(raw.json.error.message, /frobnicate/);
   await stopServer(srv);
 });
 
