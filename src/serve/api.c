@@ -1292,7 +1292,7 @@ static void webui(srv_server *sv, srv_http_response *out) {
 
 /* ---- routing ---- */
 typedef enum route_id {
-    R_WEBUI, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_SLOTS, R_METRICS, R_MESSAGES,
+    R_WEBUI, R_HEALTH, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_SLOTS, R_METRICS, R_MESSAGES, R_RESPONSES,
 } route_id;
 
 typedef struct route {
@@ -1319,6 +1319,8 @@ static const route routes[] = {
     {"/slots", "GET", R_SLOTS, 0},
     {"/metrics", "GET", R_METRICS, 0},
     {"/v1/messages", "POST", R_MESSAGES, 0},
+    {"/v1/responses", "POST", R_RESPONSES, 0},
+    {"/responses", "POST", R_RESPONSES, 0},
 };
 
 /* Compare without an early exit, so the time taken says nothing about how
@@ -1391,5 +1393,6 @@ void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response 
     case R_SLOTS: slots(sv, out); return;
     case R_METRICS: metrics(sv, out); return;
     case R_MESSAGES: srv_api_messages(sv, rq, out); return;
+    case R_RESPONSES: srv_api_responses(sv, rq, out); return;
     }
 }

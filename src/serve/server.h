@@ -69,6 +69,8 @@ __attribute__((format(printf, 5, 6))) int srv_api_error(srv_http_response *out, 
 int srv_wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int until_end);
 /* POST /v1/messages, Anthropic's Messages API (api_messages.c). */
 void srv_api_messages(srv_server *sv, const srv_http_request *rq, srv_http_response *out);
+/* POST /v1/responses, OpenAI's Responses API, stateless (api_responses.c). */
+void srv_api_responses(srv_server *sv, const srv_http_request *rq, srv_http_response *out);
 
 /* Route one request (api.c). */
 void srv_api_handle(void *server, const srv_http_request *rq, srv_http_response *out);

@@ -951,6 +951,76 @@ test('Anthropic Messages (@anthropic-ai/sdk): create and stream, text and tool_u
   await stopServer(srv);
 });
 
+test('Responses API: responses.create and responses.stream (events in order, sequence numbers), function calls, text.format, errors', async () => {
+  const srv = await startServer('responses', model, ['-np', '2', '-c', '2048', '-t', '1']);
+  const cl = client(srv);
+  // plain: the same greedy text as the chat endpoint for the same conversation
+  const r = await cl.responses.create({ model: MODEL_ID, input: 'Hello there', max_output_tokens: 12, temperature: 0 });
+  assert.equal(r.object, 'response');
+  assert.match(r.id, /^resp_/);
+  assert.ok(['completed', 'incomplete'].includes(r.status), r.status);
+  if (r.status === 'incomplete') assert.equal(r.incomplete_details.reason, 'max_output_tokens');
+  const o = await cl.chat.completions.create({ model: MODEL_ID, max_tokens: 12, temperature: 0, messages: chatMsgs('Hello there') });
+  assert.equal(r.output_text, o.choices[0].message.content);
+  assert.equal(r.usage.input_tokens, o.usage.prompt_tokens);
+  assert.equal(r.usage.output_tokens, o.usage.completion_tokens);
+  // streamed: created, in_progress, ..., completed; sequence numbers 0, 1, 2, ...
+  const st = cl.responses.stream({ model: MODEL_ID, input: 'Hello there', max_output_tokens: 12, temperature: 0 });
+  const evs = [];
+  for await (const e of st) evs.push(e);
+  const fin = await st.finalResponse();
+  assert.deepEqual(evs.map((e) => e.sequence_number), evs.map((_, i) => i));
+  assert.equal(evs[0].type, 'response.created');
+  assert.equal(evs[1].type, 'response.in_progress');
+  assert.ok(['response.completed', 'response.incomplete'].includes(evs[evs.length - 1].type));
+  assert.equal(fin.output_text, r.output_text);
+  const types = evs.map((e) => e.type);
+  if (r.output_text) {
+    const order = ['response.output_item.added', 'response.content_part.added', 'response.output_text.delta',
+      'response.output_text.done', 'response.content_part.done', 'response.output_item.done'];
+    let at = 0;
+    for (const t of order) {
+      const k = types.indexOf(t, at);
+      assert.ok(k >= at, `${t} missing or out of order: ${types.join()}`);
+      at = k;
+    }
+  }
+  // function calls: forced, plain and streamed agree; then a function_call_output follow-up
+  const tools = [{ type: 'function', name: 'get_weather', description: 'Weather', parameters: WEATHER.function.parameters }];
+  const tq = { model: MODEL_ID, input: 'Weather in Paris?', tools, tool_choice: 'required', parallel_tool_calls: false,
+    temperature: 100, seed: 6, max_output_tokens: 300 };
+  const t1 = await cl.responses.create(tq);
+  const fc = t1.output.find((i) => i.type === 'function_call');
+  assert.ok(fc, JSON.stringify(t1.output));
+  assert.equal(fc.name, 'get_weather');
+  assert.match(fc.call_id, /^call_/);
+  weatherArgs(fc.arguments, 'responses call');
+  const ts = cl.responses.stream(tq);
+  const tev = [];
+  for await (const e of ts) tev.push(e.type);
+  const tfin = await ts.finalResponse();
+  assert.equal(tfin.output.find((i) => i.type === 'function_call').arguments, fc.arguments);
+  assert.ok(tev.includes('response.function_call_arguments.delta') && tev.includes('response.function_call_arguments.done'), tev.join());
+  const follow = await cl.responses.create({ model: MODEL_ID, tools, max_output_tokens: 6, temperature: 0,
+    input: [{ role: 'user', content: 'Weather in Paris?' }, { type: 'function_call', call_id: fc.call_id, name: fc.name, arguments: fc.arguments },
+      { type: 'function_call_output', call_id: fc.call_id, output: '{"temp": 18}' }] });
+  assert.equal(follow.object, 'response');
+  // text.format json_schema: the output parses and has the shape
+  const js = await cl.responses.create({ model: MODEL_ID, input: 'JSON please', temperature: 100, seed: 2, max_output_tokens: 200,
+    text: { format: { type: 'json_schema', name: 'shape', schema: SHAPE, strict: true } } });
+  assert.equal(js.status, 'completed', JSON.stringify(js.output));
+  matchesShape(js.output_text, 'responses json_schema');
+  // errors
+  const bad = (b) => req(srv, 'POST', '/v1/responses', { model: MODEL_ID, input: 'x', ...b });
+  assertError(await bad({ previous_response_id: 'resp_1' }), 400, { param: 'previous_response_id' }, 'previous_response_id');
+  assertError(await bad({ input: [{ type: 'reasoning' }] }), 400, { param: 'input[0]' }, 'unknown item');
+  assertError(await bad({ tools: [{ type: 'web_search' }] }), 400, { param: 'tools[0]' }, 'web_search');
+  assertError(await bad({ frobnicate: true }), 400, { param: 'frobnicate' }, 'unknown field');
+  assertError(await bad({ text: { format: { type: 'json_schema', name: 'x', schema: { type: 'integer', multipleOf: 2 } } } }), 400,
+    { mentions: [/multipleOf/] }, 'multipleOf');
+  await stopServer(srv);
+});
+
 test('errors: bad JSON, wrong types, unknown role, unsupported fields, too long prompts', async () => {
   const chat = (body) => req(main, 'POST', '/v1/chat/completions', body);
   const cmpl = (body) => req(main, 'POST', '/v1/completions', body);
