@@ -24,11 +24,13 @@
  * nests deeper than that refuses the text); when the node or state tables
  * pass their caps the matcher rebuilds them from the current state alone. */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "exec/ctx.h"
 #include "llm/grammar_internal.h"
+#include "llm/tokenizer_internal.h"
 
 #define GM_NONE UINT32_MAX
 #define GM_ACCEPT 0u
@@ -46,22 +48,30 @@ typedef struct gm_state {
     uint64_t *mask;  /* allowed tokens, once computed */
 } gm_state;
 
-struct fc_grammar_matcher {
-    fc_ctx *ctx;
-    const fc_grammar *g;
+/* A vocabulary's bytes and trie: built once per vocabulary and shared by
+ * every matcher over it (vocab_get), read-only once built. */
+typedef struct gm_vocab {
+    int refs;     /* under g_vocab_mu */
+    uint64_t key; /* the tokenizer's serial */
     int32_t n_vocab;
-    /* the tokens' bytes */
     char *bytes;
-    uint32_t *tok_off, *tok_len; /* per token id */
-    uint64_t *eog_bits;
+    uint32_t *tok_off, *tok_len; /* per token id; len 0: no text */
     /* the trie, preorder; node 0 is the root */
     uint32_t n_t;
     unsigned char *t_byte;
     uint16_t *t_depth;
     uint32_t *t_end, *t_tok0, *t_ntok;
     uint32_t *t_toks; /* token ids, grouped by trie node */
-    uint32_t *depth_state;
     uint32_t max_len;
+} gm_vocab;
+
+struct fc_grammar_matcher {
+    fc_ctx *ctx;
+    const fc_grammar *g;
+    int32_t n_vocab;
+    gm_vocab *v;
+    uint64_t *eog_bits;
+    uint32_t *depth_state; /* the mask walk's state per trie depth */
     /* stack nodes */
     uint32_t *n_pos, *n_parent, *n_mark;
     uint16_t *n_depth;
@@ -397,34 +407,34 @@ static int cmp_tok(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-static int gm_vocab(fc_grammar_matcher *m, const fc_tokenizer *tok)
+static int vocab_build(gm_vocab *v, fc_ctx *ctx, const fc_tokenizer *tok)
 {
-    int32_t nv = m->n_vocab;
-    m->tok_off = calloc((size_t)nv, sizeof *m->tok_off);
-    m->tok_len = calloc((size_t)nv, sizeof *m->tok_len);
+    int32_t nv = v->n_vocab;
+    v->tok_off = calloc((size_t)nv, sizeof *v->tok_off);
+    v->tok_len = calloc((size_t)nv, sizeof *v->tok_len);
     size_t total = 0, cap = 1 << 20;
-    m->bytes = malloc(cap);
-    if (!m->tok_off || !m->tok_len || !m->bytes) return -1;
+    v->bytes = malloc(cap);
+    if (!v->tok_off || !v->tok_len || !v->bytes) return -1;
     uint32_t n_tok = 0;
     for (int32_t t = 0; t < nv; t++) {
         const char *p;
         size_t len;
         if (fc_tokenizer_token_type(tok, t) == FC_TOKEN_TYPE_CONTROL) continue; /* never text */
-        if (fc_token_piece(m->ctx, tok, t, 0, &p, &len) != FC_OK) return -2;
+        if (fc_token_piece(ctx, tok, t, 0, &p, &len) != FC_OK) return -2;
         if (len == 0) continue;
         if (len > UINT16_MAX) continue; /* no grammar text is produced by such a token */
         if (total + len > cap) {
             while (total + len > cap) cap *= 2;
-            char *b = realloc(m->bytes, cap);
+            char *b = realloc(v->bytes, cap);
             if (!b) return -1;
-            m->bytes = b;
+            v->bytes = b;
         }
-        memcpy(m->bytes + total, p, len);
-        m->tok_off[t] = (uint32_t)total;
-        m->tok_len[t] = (uint32_t)len;
+        memcpy(v->bytes + total, p, len);
+        v->tok_off[t] = (uint32_t)total;
+        v->tok_len[t] = (uint32_t)len;
         total += len;
         n_tok++;
-        if (len > m->max_len) m->max_len = (uint32_t)len;
+        if (len > v->max_len) v->max_len = (uint32_t)len;
     }
     uint32_t *order = malloc((n_tok ? n_tok : 1) * sizeof *order);
     tok_key *keys = malloc((n_tok ? n_tok : 1) * sizeof *keys);
@@ -435,52 +445,132 @@ static int gm_vocab(fc_grammar_matcher *m, const fc_tokenizer *tok)
     }
     uint32_t k = 0;
     for (int32_t t = 0; t < nv; t++)
-        if (m->tok_len[t]) keys[k++] = (tok_key){m->bytes + m->tok_off[t], m->tok_len[t], (uint32_t)t};
+        if (v->tok_len[t]) keys[k++] = (tok_key){v->bytes + v->tok_off[t], v->tok_len[t], (uint32_t)t};
     qsort(keys, n_tok, sizeof *keys, cmp_tok);
     for (uint32_t i = 0; i < n_tok; i++) order[i] = keys[i].id;
     free(keys);
     /* at most one node per byte of every token, plus the root */
     size_t cap_t = 1;
-    for (uint32_t i = 0; i < n_tok; i++) cap_t += m->tok_len[order[i]];
-    m->t_byte = malloc(cap_t);
-    m->t_depth = malloc(cap_t * sizeof *m->t_depth);
-    m->t_end = malloc(cap_t * sizeof *m->t_end);
-    m->t_tok0 = malloc(cap_t * sizeof *m->t_tok0);
-    m->t_ntok = calloc(cap_t, sizeof *m->t_ntok);
-    m->t_toks = order;
-    uint32_t *path = malloc((m->max_len + 1) * sizeof *path);
-    m->depth_state = malloc((m->max_len + 1) * sizeof *m->depth_state);
-    if (!m->t_byte || !m->t_depth || !m->t_end || !m->t_tok0 || !m->t_ntok || !path || !m->depth_state) {
+    for (uint32_t i = 0; i < n_tok; i++) cap_t += v->tok_len[order[i]];
+    v->t_byte = malloc(cap_t);
+    v->t_depth = malloc(cap_t * sizeof *v->t_depth);
+    v->t_end = malloc(cap_t * sizeof *v->t_end);
+    v->t_tok0 = malloc(cap_t * sizeof *v->t_tok0);
+    v->t_ntok = calloc(cap_t, sizeof *v->t_ntok);
+    v->t_toks = order;
+    uint32_t *path = malloc((v->max_len + 1) * sizeof *path);
+    if (!v->t_byte || !v->t_depth || !v->t_end || !v->t_tok0 || !v->t_ntok || !path) {
         free(path);
         return -1;
     }
     uint32_t n = 1, depth = 0; /* path[0..depth] is the open chain */
-    m->t_byte[0] = 0, m->t_depth[0] = 0, m->t_tok0[0] = 0;
+    v->t_byte[0] = 0, v->t_depth[0] = 0, v->t_tok0[0] = 0;
     path[0] = 0;
     const char *prev = NULL;
     uint32_t prev_len = 0;
     for (uint32_t i = 0; i < n_tok; i++) {
-        uint32_t t = order[i], len = m->tok_len[t];
-        const char *b = m->bytes + m->tok_off[t];
+        uint32_t t = order[i], len = v->tok_len[t];
+        const char *b = v->bytes + v->tok_off[t];
         uint32_t lcp = 0;
         while (prev && lcp < len && lcp < prev_len && b[lcp] == prev[lcp]) lcp++;
-        while (depth > lcp) m->t_end[path[depth--]] = n; /* close the nodes below the common prefix */
+        while (depth > lcp) v->t_end[path[depth--]] = n; /* close the nodes below the common prefix */
         for (; depth < len; depth++) {
-            m->t_byte[n] = (unsigned char)b[depth];
-            m->t_depth[n] = (uint16_t)(depth + 1);
-            m->t_tok0[n] = i;
-            m->t_ntok[n] = 0;
+            v->t_byte[n] = (unsigned char)b[depth];
+            v->t_depth[n] = (uint16_t)(depth + 1);
+            v->t_tok0[n] = i;
+            v->t_ntok[n] = 0;
             path[depth + 1] = n++;
         }
-        if (m->t_ntok[path[len]] == 0) m->t_tok0[path[len]] = i;
-        m->t_ntok[path[len]]++;
+        if (v->t_ntok[path[len]] == 0) v->t_tok0[path[len]] = i;
+        v->t_ntok[path[len]]++;
         prev = b, prev_len = len;
     }
-    while (depth > 0) m->t_end[path[depth--]] = n;
-    m->t_end[0] = n;
-    m->n_t = n;
+    while (depth > 0) v->t_end[path[depth--]] = n;
+    v->t_end[0] = n;
+    v->n_t = n;
     free(path);
     return 0;
+}
+
+static void vocab_free(gm_vocab *v)
+{
+    if (!v) return;
+    free(v->bytes), free(v->tok_off), free(v->tok_len);
+    free(v->t_byte), free(v->t_depth), free(v->t_end), free(v->t_tok0), free(v->t_ntok), free(v->t_toks);
+    free(v);
+}
+
+/* The cache: a few vocabularies (a server's model, a test's), each kept
+ * while the cache or a matcher holds it. Keyed by the tokenizer's serial,
+ * not its address: a freed tokenizer's address may come back holding
+ * another vocabulary. */
+#define GM_VOCAB_CACHE 4
+static pthread_mutex_t g_vocab_mu = PTHREAD_MUTEX_INITIALIZER;
+static gm_vocab *g_vocab[GM_VOCAB_CACHE];
+static uint64_t g_vocab_tick[GM_VOCAB_CACHE], g_tick;
+
+/* A tokenizer's identity: its serial (unique in the process, unlike its address). */
+static uint64_t vocab_key(const fc_tokenizer *tok) { return tok->serial; }
+
+static void vocab_release(gm_vocab *v)
+{
+    if (!v) return;
+    pthread_mutex_lock(&g_vocab_mu);
+    const int last = --v->refs == 0;
+    pthread_mutex_unlock(&g_vocab_mu);
+    if (last) vocab_free(v);
+}
+
+/* The vocabulary of tok, shared (a reference the caller releases); NULL:
+ * -1 out of memory, -2 the tokenizer failed (error in ctx). */
+static gm_vocab *vocab_get(fc_ctx *ctx, const fc_tokenizer *tok, int *why)
+{
+    const int32_t nv = fc_tokenizer_n_vocab(tok);
+    const uint64_t key = vocab_key(tok);
+    pthread_mutex_lock(&g_vocab_mu);
+    for (int i = 0; i < GM_VOCAB_CACHE; i++)
+        if (g_vocab[i] && g_vocab[i]->key == key && g_vocab[i]->n_vocab == nv) {
+            gm_vocab *v = g_vocab[i];
+            v->refs++;
+            g_vocab_tick[i] = ++g_tick;
+            pthread_mutex_unlock(&g_vocab_mu);
+            return v;
+        }
+    pthread_mutex_unlock(&g_vocab_mu);
+    /* built outside the lock: two threads may build the same one; the second is dropped */
+    gm_vocab *v = calloc(1, sizeof *v);
+    if (!v) {
+        *why = -1;
+        return NULL;
+    }
+    v->n_vocab = nv, v->key = key, v->refs = 1;
+    const int rc = vocab_build(v, ctx, tok);
+    if (rc) {
+        vocab_free(v);
+        *why = rc;
+        return NULL;
+    }
+    pthread_mutex_lock(&g_vocab_mu);
+    int slot = 0;
+    for (int i = 0; i < GM_VOCAB_CACHE; i++) {
+        if (g_vocab[i] && g_vocab[i]->key == key && g_vocab[i]->n_vocab == nv) { /* built meanwhile */
+            gm_vocab *w = g_vocab[i];
+            w->refs++;
+            pthread_mutex_unlock(&g_vocab_mu);
+            vocab_free(v);
+            return w;
+        }
+        if (!g_vocab[i] || g_vocab_tick[i] < g_vocab_tick[slot]) slot = i;
+        if (!g_vocab[slot]) break;
+    }
+    gm_vocab *old = g_vocab[slot];
+    g_vocab[slot] = v;
+    g_vocab_tick[slot] = ++g_tick;
+    v->refs++; /* the cache's */
+    const int drop = old && --old->refs == 0;
+    pthread_mutex_unlock(&g_vocab_mu);
+    if (drop) vocab_free(old);
+    return v;
 }
 
 /* ---- the public calls ---- */
@@ -495,8 +585,8 @@ void fc_grammar_matcher_free(fc_grammar_matcher *m)
     free(m->nh);
     free(m->n_pos), free(m->n_parent), free(m->n_mark), free(m->n_depth);
     free(m->tmp);
-    free(m->bytes), free(m->tok_off), free(m->tok_len), free(m->eog_bits);
-    free(m->t_byte), free(m->t_depth), free(m->t_end), free(m->t_tok0), free(m->t_ntok), free(m->t_toks);
+    free(m->eog_bits);
+    vocab_release(m->v);
     free(m->depth_state);
     free(m);
 }
@@ -525,12 +615,15 @@ fc_grammar_matcher *fc_grammar_matcher_new(fc_ctx *ctx, const fc_grammar *g, con
         }
         m->eog_bits[eog[i] >> 6] |= 1ull << (eog[i] & 63);
     }
-    int rc = gm_vocab(m, tok);
-    if (rc == -2) {
+    int why = 0;
+    m->v = vocab_get(ctx, tok, &why);
+    if (!m->v && why == -2) {
         fc_grammar_matcher_free(m);
         return NULL;
     }
-    if (rc) goto oom;
+    if (!m->v) goto oom;
+    m->depth_state = malloc((m->v->max_len + 1) * sizeof *m->depth_state);
+    if (!m->depth_state) goto oom;
     m->cap_st = 64;
     m->sh_cap = 128;
     m->pool_cap = 1024;
@@ -602,8 +695,8 @@ int fc_grammar_matcher_allows(fc_grammar_matcher *m, fc_token token)
     if (!m) return -1;
     if (token < 0 || token >= m->n_vocab) return 0;
     if (gm_is_eog(m, token)) return fc_grammar_matcher_complete(m);
-    if (m->tok_len[token] == 0) return 0;
-    int32_t s = gm_walk(m, (const unsigned char *)m->bytes + m->tok_off[token], m->tok_len[token], NULL);
+    if (m->v->tok_len[token] == 0) return 0;
+    int32_t s = gm_walk(m, (const unsigned char *)m->v->bytes + m->v->tok_off[token], m->v->tok_len[token], NULL);
     if (s == -3) {
         gm_oom(m, "fc_grammar_matcher_allows");
         return -1;
@@ -631,12 +724,12 @@ fc_status fc_grammar_matcher_accept(fc_grammar_matcher *m, fc_token token)
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: end token %d before the grammar is complete", fn, (int)token);
         return FC_ERR_INVALID_ARG;
     }
-    if (m->tok_len[token] == 0) {
+    if (m->v->tok_len[token] == 0) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d is a control token, which no grammar text can hold", fn,
                 (int)token);
         return FC_ERR_INVALID_ARG;
     }
-    int32_t s = gm_walk(m, (const unsigned char *)m->bytes + m->tok_off[token], m->tok_len[token], NULL);
+    int32_t s = gm_walk(m, (const unsigned char *)m->v->bytes + m->v->tok_off[token], m->v->tok_len[token], NULL);
     if (s == -3) return gm_oom(m, fn);
     if (s < 0) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d is not allowed by the grammar here", fn, (int)token);
@@ -681,20 +774,20 @@ static const uint64_t *gm_mask_bits(fc_grammar_matcher *m, uint32_t sid)
     uint64_t *bits = calloc(words ? words : 1, sizeof *bits);
     if (!bits) return NULL;
     m->depth_state[0] = sid;
-    for (uint32_t i = 1; i < m->n_t;) {
-        uint32_t d = m->t_depth[i];
-        int32_t s = gm_step(m, m->depth_state[d - 1], m->t_byte[i]);
+    for (uint32_t i = 1; i < m->v->n_t;) {
+        uint32_t d = m->v->t_depth[i];
+        int32_t s = gm_step(m, m->depth_state[d - 1], m->v->t_byte[i]);
         if (s == -3) {
             free(bits);
             return NULL;
         }
         if (s < 0) {
-            i = m->t_end[i];
+            i = m->v->t_end[i];
             continue;
         }
         m->depth_state[d] = (uint32_t)s;
-        for (uint32_t k = 0; k < m->t_ntok[i]; k++) {
-            uint32_t t = m->t_toks[m->t_tok0[i] + k];
+        for (uint32_t k = 0; k < m->v->t_ntok[i]; k++) {
+            uint32_t t = m->v->t_toks[m->v->t_tok0[i] + k];
             bits[t >> 6] |= 1ull << (t & 63);
         }
         i++;

@@ -43,6 +43,7 @@ typedef enum fctk_model { FCTK_MODEL_BPE, FCTK_MODEL_SPM } fctk_model;
 typedef enum fctk_pre { FCTK_PRE_NONE, FCTK_PRE_QWEN2, FCTK_PRE_LLAMA3, FCTK_PRE_GPT2 } fctk_pre;
 
 struct fc_tokenizer {
+    uint64_t serial;        /* unique in the process (never reused): caches key on it, not on the address */
     int32_t n_vocab;
     fctk_model model;
     fctk_pre pre;

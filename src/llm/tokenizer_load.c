@@ -28,6 +28,7 @@
  * the FIM-name retyping, the "unused"-name flag (no effect on ids or text)
  * and the per-model lstrip/rstrip attributes llama.cpp sets from
  * general.name (Phi-3) or the pre name (jina-v2). */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,8 @@ fc_tokenizer *fc_tokenizer_from_gguf(fc_ctx *ctx, fc_gguf *g) {
 
     fc_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return fc_fail(ctx, FC_ERR_OOM, "fc_tokenizer: out of memory");
+    static atomic_ullong serials;
+    t->serial = atomic_fetch_add(&serials, 1) + 1;
     t->n_vocab = n;
     t->model = kind;
     t->pre = pre_i >= 0 ? k_pres[pre_i].pre : FCTK_PRE_NONE;
