@@ -314,6 +314,45 @@ static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, siz
     return 1;
 }
 
+/* A call cut short by the end of the reply: the exact head the grammar
+ * writes, \n{"name": "NAME", "arguments": , then the arguments as far as
+ * they go (up to where their nesting closes; a partial closing tag after
+ * them is dropped). 1 added, 0 not such a head, -1 out of memory. */
+static int truncated_call(fc_chat_tool_reply *r, const char *p, const char *e)
+{
+    static const char head[] = "\n{\"name\": \"", args[] = "\", \"arguments\": ";
+    const size_t nh = sizeof head - 1, na = sizeof args - 1;
+    if ((size_t)(e - p) < nh || memcmp(p, head, nh)) return 0;
+    const char *name = p + nh, *q = memchr(name, '"', (size_t)(e - name));
+    if (!q || q == name || q - name > 64 || (size_t)(e - q) < na || memcmp(q, args, na)) return 0;
+    const char *a = q + na, *z = a;
+    int depth = 0, in_str = 0, esc = 0;
+    for (; z < e; z++) {
+        const char c = *z;
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            z++;
+            break;
+        }
+    }
+    fc_chat_tool_call *c = realloc(r->calls, (r->n_calls + 1) * sizeof *c);
+    if (c) r->calls = c;
+    char *nm = strndup(name, (size_t)(q - name)), *ar = strndup(a, (size_t)(z - a));
+    if (!c || !nm || !ar) {
+        free(nm), free(ar);
+        return -1;
+    }
+    r->calls[r->n_calls++] = (fc_chat_tool_call){.name = nm, .arguments = ar};
+    return 1;
+}
+
 /* Past the JSON object that starts after blanks at p (strings, escapes and
  * nesting followed), or NULL when there is none before e. */
 static const char *json_object_end(const char *p, const char *e)
@@ -367,10 +406,17 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
                     open = text + i;
                     break;
                 }
-            /* the block ends after the object: a "</tool_call>" inside one of its strings is text */
-            const char *end = NULL;
+            /* the block ends after the object: a "</tool_call>" inside one of its strings is text;
+             * an object that does not close before the next opening tag is not a call (and no
+             * scan goes past that tag, so a reply of many broken blocks is parsed in linear time) */
+            const char *end = NULL, *bound = text + len;
             if (open) {
-                const char *obj = json_object_end(open + nt, text + len);
+                for (const char *q = open + nt; q + nt <= text + len; q++)
+                    if (!memcmp(q, k_trigger, nt)) {
+                        bound = q;
+                        break;
+                    }
+                const char *obj = json_object_end(open + nt, bound);
                 while (obj && obj < text + len && (*obj == ' ' || *obj == '\t' || *obj == '\n' || *obj == '\r')) obj++;
                 if (obj && (size_t)(text + len - obj) >= sizeof close - 1 && !memcmp(obj, close, sizeof close - 1))
                     end = obj;
@@ -378,6 +424,16 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
             if (!open) {
                 fj_raw(&content, text + at, len - at);
                 break;
+            }
+            if (!end && bound == text + len) { /* the reply ended inside a call: a truncated call, as the stream sends it */
+                const int added = truncated_call(out, open + nt, text + len);
+                if (added < 0) oom = 1;
+                if (added > 0) {
+                    size_t keep = (size_t)(open - text) - at;
+                    while (keep && text[at + keep - 1] == '\n') keep--;
+                    fj_raw(&content, text + at, keep);
+                    break;
+                }
             }
             if (!end) { /* not a call: the tag is text, and the search goes on after it */
                 fj_raw(&content, text + at, (size_t)(open + nt - text) - at);

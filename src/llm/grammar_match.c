@@ -40,6 +40,7 @@
 #define GM_MAX_NODES (1u << 20)
 #define GM_MAX_STATES (1u << 14)
 #define GM_MAX_MASKS 128u
+#define GM_MAX_CLOSURE (1u << 22) /* nodes in all: past this a grammar's state is refused, not grown */
 
 typedef struct gm_state {
     uint32_t off, n; /* node ids in pool[off, off + n), ascending */
@@ -90,7 +91,10 @@ struct fc_grammar_matcher {
     /* the closure's output */
     uint32_t *tmp;
     size_t tmp_n, tmp_cap;
-    int oom;
+    int oom;    /* 1: out of memory, 2: a closure made more than GM_MAX_CLOSURE nodes */
+    int broken; /* a failure left the tables unusable: every call refuses */
+    uint32_t *work; /* the closure's work list: (pos, parent) pairs */
+    size_t n_work, cap_work;
     uint32_t start, cur;
 };
 
@@ -143,6 +147,10 @@ static uint32_t gm_node(fc_grammar_matcher *m, uint32_t pos, uint32_t parent)
     uint32_t h = hash2(pos, parent) & (m->nh_cap - 1);
     for (uint32_t id; (id = m->nh[h]) != 0; h = (h + 1) & (m->nh_cap - 1))
         if (m->n_pos[id] == pos && m->n_parent[id] == parent) return id;
+    if (m->n_nodes >= GM_MAX_CLOSURE) {
+        m->oom = 2;
+        return GM_NONE;
+    }
     if (gm_nodes_grow(m)) {
         m->oom = 1;
         return GM_NONE;
@@ -173,38 +181,57 @@ static void gm_push(fc_grammar_matcher *m, uint32_t id)
     m->tmp[m->tmp_n++] = id;
 }
 
-/* Add to tmp every terminal node reachable from "go on at pos, then parent". */
-static void gm_expand(fc_grammar_matcher *m, uint32_t pos, uint32_t parent)
+static void gm_work(fc_grammar_matcher *m, uint32_t pos, uint32_t parent)
+{
+    if (m->n_work + 2 > m->cap_work) {
+        size_t c = m->cap_work ? m->cap_work * 2 : 256;
+        uint32_t *w = realloc(m->work, c * sizeof *w);
+        if (!w) {
+            m->oom = 1;
+            return;
+        }
+        m->work = w;
+        m->cap_work = c;
+    }
+    m->work[m->n_work++] = pos;
+    m->work[m->n_work++] = parent;
+}
+
+/* Add to tmp every terminal node reachable from "go on at pos, then
+ * parent". A work list, not recursion: a closure may visit a million nodes
+ * (x{0,100000} of a nullable x walks its whole nest), which would overflow
+ * the C stack of a server thread. */
+static void gm_expand(fc_grammar_matcher *m, uint32_t pos0, uint32_t parent0)
 {
     const fc_grammar *g = m->g;
-    uint32_t id = gm_node(m, pos, parent);
-    if (id == GM_NONE || m->n_mark[id] == m->stamp) return;
-    m->n_mark[id] = m->stamp;
-    ge e = g->el[pos];
-    switch ((ge_kind)e.kind) {
-    case GE_BYTES:
-        gm_push(m, id);
-        return;
-    case GE_END:
-        if (parent == GM_NONE) {
-            if (m->n_mark[GM_ACCEPT] != m->stamp) {
+    m->n_work = 0;
+    gm_work(m, pos0, parent0);
+    while (m->n_work && !m->oom) {
+        const uint32_t parent = m->work[--m->n_work], pos = m->work[--m->n_work];
+        const uint32_t id = gm_node(m, pos, parent);
+        if (id == GM_NONE || m->n_mark[id] == m->stamp) continue;
+        m->n_mark[id] = m->stamp;
+        const ge e = g->el[pos];
+        switch ((ge_kind)e.kind) {
+        case GE_BYTES: gm_push(m, id); break;
+        case GE_END:
+            if (parent != GM_NONE) gm_work(m, m->n_pos[parent], m->n_parent[parent]);
+            else if (m->n_mark[GM_ACCEPT] != m->stamp) {
                 m->n_mark[GM_ACCEPT] = m->stamp;
                 gm_push(m, GM_ACCEPT);
             }
-        } else {
-            gm_expand(m, m->n_pos[parent], m->n_parent[parent]);
+            break;
+        case GE_RULE: {
+            uint32_t cont = parent;
+            if (g->el[pos + 1].kind != GE_END) {
+                cont = gm_node(m, pos + 1, parent);
+                if (cont == GM_NONE) break;
+            }
+            const uint32_t a0 = g->rule_alt0[e.arg], na = g->rule_nalt[e.arg];
+            for (uint32_t a = na; a-- > 0;) gm_work(m, g->alt[a0 + a], cont);
+            break;
         }
-        return;
-    case GE_RULE: {
-        uint32_t cont = parent;
-        if (g->el[pos + 1].kind != GE_END) {
-            cont = gm_node(m, pos + 1, parent);
-            if (cont == GM_NONE) return;
         }
-        uint32_t a0 = g->rule_alt0[e.arg], na = g->rule_nalt[e.arg];
-        for (uint32_t a = 0; a < na; a++) gm_expand(m, g->alt[a0 + a], cont);
-        return;
-    }
     }
 }
 
@@ -585,6 +612,7 @@ void fc_grammar_matcher_free(fc_grammar_matcher *m)
     free(m->nh);
     free(m->n_pos), free(m->n_parent), free(m->n_mark), free(m->n_depth);
     free(m->tmp);
+    free(m->work);
     free(m->eog_bits);
     vocab_release(m->v);
     free(m->depth_state);
@@ -634,6 +662,11 @@ fc_grammar_matcher *fc_grammar_matcher_new(fc_ctx *ctx, const fc_grammar *g, con
     m->n_nodes = 1; /* node 0: accept; never hashed */
     m->n_pos[0] = GM_NONE, m->n_parent[0] = GM_NONE, m->n_mark[0] = 0, m->n_depth[0] = 0;
     if (gm_start_state(m)) {
+        if (m->oom == 2) {
+            fc_grammar_matcher_free(m);
+            return fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: the grammar's start state grew past %u nodes (too much nesting "
+                                                    "or ambiguity)", fn, GM_MAX_CLOSURE);
+        }
         if (m->oom) goto oom;
         fc_grammar_matcher_free(m);
         return NULL;
@@ -657,14 +690,14 @@ static int gm_is_eog(const fc_grammar_matcher *m, fc_token t)
 
 bool fc_grammar_matcher_complete(const fc_grammar_matcher *m)
 {
-    if (!m) return false;
+    if (!m || m->broken) return false;
     const gm_state *s = &m->st[m->cur];
     return s->n > 0 && m->pool[s->off] == GM_ACCEPT;
 }
 
 bool fc_grammar_matcher_done(const fc_grammar_matcher *m)
 {
-    if (!m) return false;
+    if (!m || m->broken) return false;
     const gm_state *s = &m->st[m->cur];
     return s->n == 1 && m->pool[s->off] == GM_ACCEPT;
 }
@@ -684,15 +717,30 @@ static int32_t gm_walk(fc_grammar_matcher *m, const unsigned char *b, size_t n, 
     return s;
 }
 
+/* A failure in the middle of a step leaves half-built tables: the matcher
+ * refuses every later call rather than guess. */
 static fc_status gm_oom(fc_grammar_matcher *m, const char *fn)
 {
+    m->broken = 1;
+    if (m->oom == 2) {
+        fc_fail(m->ctx, FC_ERR_UNSUPPORTED, "%s: the grammar's state grew past %u nodes (too much nesting or ambiguity)",
+                fn, GM_MAX_CLOSURE);
+        return FC_ERR_UNSUPPORTED;
+    }
     fc_fail(m->ctx, FC_ERR_OOM, "%s: out of memory for the grammar's state", fn);
     return FC_ERR_OOM;
 }
 
+static int gm_refuse(fc_grammar_matcher *m, const char *fn)
+{
+    if (!m->broken) return 0;
+    fc_fail(m->ctx, FC_ERR_STATE, "%s: the matcher failed earlier and cannot go on", fn);
+    return 1;
+}
+
 int fc_grammar_matcher_allows(fc_grammar_matcher *m, fc_token token)
 {
-    if (!m) return -1;
+    if (!m || gm_refuse(m, "fc_grammar_matcher_allows")) return -1;
     if (token < 0 || token >= m->n_vocab) return 0;
     if (gm_is_eog(m, token)) return fc_grammar_matcher_complete(m);
     if (m->v->tok_len[token] == 0) return 0;
@@ -714,6 +762,7 @@ fc_status fc_grammar_matcher_accept(fc_grammar_matcher *m, fc_token token)
 {
     const char *fn = "fc_grammar_matcher_accept";
     if (!m) return FC_ERR_INVALID_ARG;
+    if (gm_refuse(m, fn)) return FC_ERR_STATE;
     if (token < 0 || token >= m->n_vocab) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d is outside the vocabulary [0, %d)", fn, (int)token,
                 (int)m->n_vocab);
@@ -743,6 +792,7 @@ fc_status fc_grammar_matcher_accept_bytes(fc_grammar_matcher *m, const char *byt
 {
     const char *fn = "fc_grammar_matcher_accept_bytes";
     if (!m) return FC_ERR_INVALID_ARG;
+    if (gm_refuse(m, fn)) return FC_ERR_STATE;
     if (!bytes && n) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
         return FC_ERR_INVALID_ARG;
@@ -792,9 +842,11 @@ static const uint64_t *gm_mask_bits(fc_grammar_matcher *m, uint32_t sid)
         }
         i++;
     }
+    /* an end token is an end token, whatever its bytes: allowed exactly when
+     * the text is complete (as allows() and accept() judge it) */
     const gm_state *st = &m->st[sid];
-    if (st->n > 0 && m->pool[st->off] == GM_ACCEPT)
-        for (size_t w = 0; w < words; w++) bits[w] |= m->eog_bits[w];
+    const int accepting = st->n > 0 && m->pool[st->off] == GM_ACCEPT;
+    for (size_t w = 0; w < words; w++) bits[w] = accepting ? bits[w] | m->eog_bits[w] : bits[w] & ~m->eog_bits[w];
     m->st[sid].mask = bits;
     m->n_masks++;
     return bits;
@@ -804,6 +856,7 @@ fc_status fc_grammar_matcher_mask(fc_grammar_matcher *m, float *logits, int32_t 
 {
     const char *fn = "fc_grammar_matcher_mask";
     if (!m) return FC_ERR_INVALID_ARG;
+    if (gm_refuse(m, fn)) return FC_ERR_STATE;
     if (!logits || n_vocab < 0) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: %s", fn, logits ? "n_vocab is negative" : "logits is NULL");
         return FC_ERR_INVALID_ARG;

@@ -26,6 +26,7 @@
 
 #define GP_MAX_ELEMENTS (1u << 22) /* a grammar larger than this is refused, not built */
 #define GP_MAX_REPEAT 100000u
+#define GP_MAX_NESTING 1024 /* parentheses inside parentheses: the parser recurses on them */
 
 typedef struct gp_rule {
     char *name;
@@ -33,6 +34,7 @@ typedef struct gp_rule {
     uint32_t n, cap;
     int defined;
     int generated; /* a group, class or repetition, not a rule of the text */
+    uint32_t owner; /* generated: the rule of the text it was written in */
     size_t first_use_line, first_use_col; /* for "used but never defined" */
 } gp_rule;
 
@@ -54,6 +56,11 @@ typedef struct gp {
     uint32_t n_classes, cap_classes;
     uint64_t n_total; /* elements over every rule, against GP_MAX_ELEMENTS */
     int failed;
+    int nesting;
+    /* open addressing: rules written in the text by name, byte sets by value
+     * (index + 1; 0 empty), so a large grammar compiles in linear time */
+    uint32_t *rule_hash, *set_hash;
+    uint32_t rule_hash_cap, set_hash_cap, n_named;
 } gp;
 
 /* ---- errors, positions ---- */
@@ -137,25 +144,70 @@ static int gp_gen_rule(gp *g, uint32_t parent)
     char name[300];
     int n = snprintf(name, sizeof name, "%.256s-%u", g->rules[parent].name, g->n_rules);
     int r = gp_new_rule(g, name, (size_t)n);
-    if (r >= 0) g->rules[r].defined = g->rules[r].generated = 1;
+    if (r >= 0) {
+        g->rules[r].defined = g->rules[r].generated = 1;
+        g->rules[r].owner = g->rules[parent].generated ? g->rules[parent].owner : parent;
+    }
     return r;
 }
 
+static uint32_t gp_hash_bytes(const void *p, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001B3ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Grow a table (index + 1 per slot) to keep it at most half full, rehashing
+ * with hash_of(i); -1 on out of memory. */
+static int gp_table_grow(gp *g, uint32_t **tab, uint32_t *cap, uint32_t count, uint32_t (*hash_of)(const gp *, uint32_t))
+{
+    if (2 * (count + 1) <= *cap) return 0;
+    uint32_t c = *cap ? 2 * *cap : 64;
+    uint32_t *t = calloc(c, sizeof *t);
+    if (!t) return gp_oom(g);
+    for (uint32_t i = 0; i < *cap; i++)
+        if ((*tab)[i]) {
+            uint32_t h = hash_of(g, (*tab)[i] - 1) & (c - 1);
+            while (t[h]) h = (h + 1) & (c - 1);
+            t[h] = (*tab)[i];
+        }
+    free(*tab);
+    *tab = t;
+    *cap = c;
+    return 0;
+}
+
+static uint32_t rule_hash_of(const gp *g, uint32_t r) { return gp_hash_bytes(g->rules[r].name, strlen(g->rules[r].name)); }
+static uint32_t set_hash_of(const gp *g, uint32_t i) { return gp_hash_bytes(&g->sets[i], sizeof g->sets[i]); }
+
+/* The rule the text calls `name` (made at its first mention). Generated
+ * rules are not in the table: "root-1" in the text is never a group. */
 static int gp_find_rule(gp *g, const char *name, size_t len, const char *at)
 {
-    for (uint32_t i = 0; i < g->n_rules; i++)
-        if (strlen(g->rules[i].name) == len && memcmp(g->rules[i].name, name, len) == 0) return (int)i;
+    if (gp_table_grow(g, &g->rule_hash, &g->rule_hash_cap, g->n_named, rule_hash_of)) return -1;
+    uint32_t h = gp_hash_bytes(name, len) & (g->rule_hash_cap - 1);
+    for (uint32_t v; (v = g->rule_hash[h]) != 0; h = (h + 1) & (g->rule_hash_cap - 1)) {
+        const char *n = g->rules[v - 1].name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0) return (int)(v - 1);
+    }
     int r = gp_new_rule(g, name, len);
-    if (r >= 0) gp_where(g, at, &g->rules[r].first_use_line, &g->rules[r].first_use_col);
+    if (r < 0) return -1;
+    gp_where(g, at, &g->rules[r].first_use_line, &g->rules[r].first_use_col);
+    g->rule_hash[h] = (uint32_t)r + 1;
+    g->n_named++;
     return r;
 }
 
 static int gp_set(gp *g, const ge_set *s)
 {
-    for (uint32_t i = 0; i < g->n_sets; i++)
-        if (memcmp(&g->sets[i], s, sizeof *s) == 0) return (int)i;
+    if (gp_table_grow(g, &g->set_hash, &g->set_hash_cap, g->n_sets, set_hash_of)) return -1;
+    uint32_t h = gp_hash_bytes(s, sizeof *s) & (g->set_hash_cap - 1);
+    for (uint32_t v; (v = g->set_hash[h]) != 0; h = (h + 1) & (g->set_hash_cap - 1))
+        if (memcmp(&g->sets[v - 1], s, sizeof *s) == 0) return (int)(v - 1);
     if (gp_grow(g, (void **)&g->sets, &g->cap_sets, g->n_sets + 1, sizeof *g->sets)) return -1;
     g->sets[g->n_sets] = *s;
+    g->set_hash[h] = g->n_sets + 1;
     return (int)g->n_sets++;
 }
 
@@ -596,6 +648,8 @@ static int gp_sequence(gp *g, uint32_t rule, int nested)
             if (ref < 0 || gp_emit(g, rule, GE_RULE, (uint32_t)ref)) return -1;
             last = start;
         } else if (c == '(') {
+            if (++g->nesting > GP_MAX_NESTING)
+                return gp_fail(g, at, "parentheses nested deeper than %d", GP_MAX_NESTING);
             g->p++;
             int sub = gp_gen_rule(g, rule);
             if (sub < 0) return -1;
@@ -603,6 +657,7 @@ static int gp_sequence(gp *g, uint32_t rule, int nested)
             if (gp_alternates(g, (uint32_t)sub, 1)) return -1;
             if (g->p >= g->end || *g->p != ')') return gp_fail(g, at, "'(' without its ')'");
             g->p++;
+            g->nesting--;
             if (gp_emit(g, rule, GE_RULE, (uint32_t)sub)) return -1;
             last = start;
         } else if (c == '*' || c == '+' || c == '?' || c == '{') {
@@ -758,16 +813,21 @@ static int gp_check_left_recursion(gp *g)
                 color[r] = 2;
                 sp--;
             } else if (color[next] == 1) {
-                /* name a rule the user wrote: the first one on the cycle */
+                /* name a rule the user wrote: the first one on the cycle, or the one whose
+                 * group or repetition the cycle is (x* of an x that can be empty) */
                 uint32_t who = next, k = 0;
+                int own = 1;
                 while (k < sp && stack_r[k] != next) k++;
                 for (uint32_t j = k; j < sp; j++)
                     if (!g->rules[stack_r[j]].generated) {
-                        who = stack_r[j];
+                        who = stack_r[j], own = 0;
                         break;
                     }
-                rc = gp_fail(g, NULL, "rule '%s' is left-recursive (it can start with itself), which a grammar may not be",
-                             g->rules[who].name);
+                if (own && g->rules[who].generated) who = g->rules[who].owner;
+                rc = own ? gp_fail(g, NULL, "rule '%s' repeats something that can match nothing (as in (\"a\"?)*): "
+                                            "a repetition must consume text; drop the inner ? or *", g->rules[who].name)
+                         : gp_fail(g, NULL, "rule '%s' is left-recursive (it can start with itself), which a grammar may not be",
+                                   g->rules[who].name);
             } else if (color[next] == 0) {
                 color[next] = 1;
                 stack_r[sp] = next, stack_i[sp] = 0, stack_edge[sp] = 1, sp++;
@@ -842,6 +902,8 @@ static void gp_free(gp *g)
     }
     free(g->rules);
     free(g->sets);
+    free(g->rule_hash);
+    free(g->set_hash);
     for (uint32_t i = 0; i < g->n_classes; i++) free(g->classes[i].ranges);
     free(g->classes);
 }
@@ -855,7 +917,7 @@ fc_grammar *fc_grammar_parse(fc_ctx *ctx, const char *text, size_t len, const ch
     if (gp_grammar(&g) == 0 && gp_check_defined(&g) == 0) {
         uint32_t r;
         for (r = 0; r < g.n_rules; r++)
-            if (strcmp(g.rules[r].name, root) == 0) break;
+            if (!g.rules[r].generated && strcmp(g.rules[r].name, root) == 0) break;
         if (r == g.n_rules) {
             gp_fail(&g, NULL, "no rule named '%s' (the start rule)", root);
         } else if (gp_check_left_recursion(&g) == 0) {

@@ -220,8 +220,9 @@ static int read_messages(conv *c, const fj_val *root, srv_http_response *out) {
         fj_raw(&text, "", 1);
         if (text.oom) return msg_error(out, 500, "api_error", "out of memory");
         if (text.n > 1 || n_calls || (!user && text.n <= 1)) {
+            if (!own(c, text.p)) return msg_error(out, 500, "api_error", "out of memory");
             fc_chat_message *m = push(c);
-            if (!m || !own(c, text.p)) return msg_error(out, 500, "api_error", "out of memory");
+            if (!m) return msg_error(out, 500, "api_error", "out of memory");
             m->role = user ? FC_CHAT_USER : FC_CHAT_ASSISTANT;
             m->content = text.p;
             m->tool_calls = n_calls ? calls : NULL;

@@ -214,7 +214,10 @@ static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             }
             if (i) k->call(k->user, s->n_calls, NULL, NULL, p, i);
             drop(s, i);
-            if (!end) return;
+            if (!end) {
+                if (final) s->n_calls++, s->mode = 0; /* cut short: a call with the arguments it got */
+                return;
+            }
             s->mode = 3;
             continue;
         }
@@ -228,7 +231,7 @@ static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             return;
         }
         if (n < nt) {
-            if (final) drop(s, n);
+            if (final) drop(s, n), s->n_calls++, s->mode = 0; /* the tag cut short: the call is whole */
             return;
         }
         drop(s, nt);

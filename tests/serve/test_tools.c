@@ -77,6 +77,11 @@ Test(serve_tools, hermes_stream_equals_the_whole_parse) {
     check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>not a call</tool_call> and text");
     check(FC_CHAT_TEMPLATE_QWEN3, "a<tool_call>junk</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>");
     check(FC_CHAT_TEMPLATE_QWEN3, "");
+    /* cut short by max_tokens or a stop sequence: a call with the arguments it got, either way */
+    check(FC_CHAT_TEMPLATE_QWEN3, "x\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\":1}");
+    check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, {\"b\"");
+    check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_");
+    check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arg");
 }
 
 Test(serve_tools, generic_stream_equals_the_whole_parse) {
