@@ -1038,6 +1038,38 @@ def g_json():
         (COMP, "stop with 5 strings", comp(stop=["a", "b", "c", "d", "e"]), "stop", "400"),
         (COMP, "stream \"yes\"", comp(stream="yes"), "stream", "400"),
         (COMP, "duplicate key prompt", b'{"prompt":"a","prompt":"b","max_tokens":1}', "prompt", "400"),
+        # grammars, schemas and tools a client controls: refused or run, never a crash or a hang
+        (CHAT, "grammar of 5000 nested parentheses", chat(grammar="root ::= " + "(" * 5000 + '"a"' + ")" * 5000),
+         "grammar", "400"),
+        (CHAT, "grammar (\"a\"?){0,100000}", chat(grammar='root ::= ("a"?){0,100000}', max_tokens=4), None, "any"),
+        (CHAT, "grammar of 20000 references", chat(grammar="root ::= " + "b " * 20000 + '\nb ::= "x"?',
+                                                    max_tokens=2), None, "any"),
+        (CHAT, "grammar with a left-recursive rule", chat(grammar='root ::= root "a" | "a"'), "grammar", "400"),
+        (CHAT, "grammar (\"a\"?)*", chat(grammar='root ::= ("a"?)*'), "grammar", "400"),
+        (CHAT, "json_schema 60 arrays deep", chat(json_schema=json.loads('{"type":"array","items":' * 60 + '{}' + '}' * 60)),
+         None, "any"),
+        (CHAT, "json_schema pattern of nested repeats", chat(json_schema={"type": "string",
+                                                                          "pattern": "^((a?){0,10000}){0,10}$"},
+                                                             max_tokens=3), None, "any"),
+        (CHAT, "json_schema with 3000 properties", chat(json_schema={"type": "object", "properties": {
+            f"p{i}": {"type": "integer"} for i in range(3000)}}, max_tokens=3), None, "any"),
+        (CHAT, "json_schema multipleOf", chat(json_schema={"type": "integer", "multipleOf": 2}), "json_schema", "400"),
+        (CHAT, "200 tools", chat(tools=[{"type": "function", "function": {"name": f"f{i}", "parameters": {
+            "type": "object", "properties": {"x": {"type": "integer"}}}}} for i in range(200)],
+            tool_choice="required", max_tokens=3), None, "any"),
+        (CHAT, "tools with a duplicate name", chat(tools=[{"type": "function", "function": {"name": "f"}}] * 2),
+         "tools", "400"),
+        (CHAT, "tool_calls with arguments [1]", chat(messages=MSGS + [{"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]),
+         "messages", "400"),
+        ("/v1/responses", "input of 1000 items", json.dumps({"model": "m", "input": [
+            {"role": "user", "content": "hi"}] * 1000}).encode(), "input", "400"),
+        ("/v1/responses", "input item of type reasoning", json.dumps({"model": "m", "input": [
+            {"type": "reasoning"}]}).encode(), "input[0]", "400"),
+        ("/v1/responses", "text.format schema with if/then", json.dumps({"model": "m", "input": "x", "text": {
+            "format": {"type": "json_schema", "name": "n", "schema": {"if": {}, "then": {}}}}}).encode(), None, "400"),
+        ("/v1/responses", "function_call with 5 as arguments", json.dumps({"model": "m", "input": [
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": 5}]}).encode(), "input[0]", "400"),
     ]
     for path, name, body, field, mode in cases:
         r = post(path, body, 20.0)
@@ -1060,6 +1092,30 @@ def g_json():
             record(ok, label + ": 400" + (f" naming '{field}'" if field else ""), detail)
         if not SRV.alive():
             record(False, label + ": server alive", f"the server died (exit {SRV.proc.poll()}) on {detail}")
+            return
+    # Anthropic's Messages API: 400s in its own error shape
+    mcases = [
+        ("no max_tokens", {"model": "m", "messages": MSGS}, "max_tokens"),
+        ("an image block", {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {}}]}]}, "image"),
+        ("tool_result in an assistant turn", {"model": "m", "max_tokens": 1, "messages": [{"role": "assistant",
+            "content": [{"type": "tool_result", "tool_use_id": "x"}]}]}, "tool_result"),
+        ("system 5", {"model": "m", "max_tokens": 1, "system": 5, "messages": MSGS}, "system"),
+        ("5 stop sequences", {"model": "m", "max_tokens": 1, "messages": MSGS, "stop_sequences": list("abcde")},
+         "stop_sequences"),
+        ("an unknown field", {"model": "m", "max_tokens": 1, "messages": MSGS, "x_y": 1}, "x_y"),
+        ("a grammar-breaking input_schema", {"model": "m", "max_tokens": 1, "messages": MSGS, "tools": [
+            {"name": "f", "input_schema": {"type": "string", "format": "email"}}]}, "email"),
+    ]
+    for name, body, word in mcases:
+        r = post("/v1/messages", json.dumps(body).encode(), 20.0)
+        d = _json(r.body, {}) if r.kind == "ok" else {}
+        err = d.get("error") if isinstance(d, dict) else None
+        ok = (r.kind == "ok" and r.status == 400 and d.get("type") == "error" and isinstance(err, dict)
+              and err.get("type") == "invalid_request_error" and word in str(err.get("message")))
+        record(ok, f"/v1/messages {name}: 400 in Anthropic's shape naming '{word}'", f"-> {r}")
+        if not SRV.alive():
+            record(False, f"/v1/messages {name}: server alive", f"the server died (exit {SRV.proc.poll()})")
             return
 
 
