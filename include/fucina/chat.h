@@ -307,6 +307,8 @@ typedef struct fc_chat_options {
     /* non-NULL: every reply is a sentence of this grammar (include/fucina/grammar.h), ended by the
      * family's end token once complete; borrowed: it must outlive the chat */
     const struct fc_grammar *grammar;
+    /* with grammar: free text until the reply holds this (fc_grammar_matcher_set_trigger); NULL: from the start */
+    const char *grammar_trigger;
 } fc_chat_options;
 
 /* {chatml, no flags, fc_sampler_default_params(), max_tokens 0, no stop strings} */

@@ -66,8 +66,16 @@ typedef struct fc_grammar_matcher fc_grammar_matcher;
 FC_API fc_grammar_matcher *fc_grammar_matcher_new(fc_ctx *ctx, const fc_grammar *g, const fc_tokenizer *tok,
                                                   const fc_token *eog, size_t n_eog);
 FC_API void fc_grammar_matcher_free(fc_grammar_matcher *m);
-/* Back to the start of the grammar (the vocabulary and caches stay). */
+/* Back to the start of the grammar (the vocabulary and caches stay; a lazy
+ * matcher waits for its trigger again). */
 FC_API void fc_grammar_matcher_reset(fc_grammar_matcher *m);
+/* Make the grammar lazy (NULL: not lazy): the text is free — every token
+ * allowed, nothing masked, complete at any point — until the accepted text
+ * holds trigger; from the trigger's first byte on, the grammar holds (the
+ * trigger and what follows it in the same token are fed to it). The tool
+ * calls of tool_choice auto use it (fc_chat_tools_grammar's trigger).
+ * Resets the matcher. */
+FC_API fc_status fc_grammar_matcher_set_trigger(fc_grammar_matcher *m, const char *trigger);
 
 /* 1 when token may come next, 0 when not, -1 on error (in ctx). */
 FC_API int fc_grammar_matcher_allows(fc_grammar_matcher *m, fc_token token);

@@ -107,7 +107,8 @@ fc_chat *fc_chat_new(fc_ctx *ctx, const fc_llm_model *m, fc_llm_session *s, cons
         return NULL;
     }
     if (fc_chat_template_eog_tokens(ctx, tk, o.tmpl, c->eog, FC_CHAT_MAX_EOG_TOKENS, &c->n_eog) != FC_OK ||
-        (o.grammar && !(c->gm = fc_grammar_matcher_new(ctx, o.grammar, tk, c->eog, c->n_eog)))) {
+        (o.grammar && !(c->gm = fc_grammar_matcher_new(ctx, o.grammar, tk, c->eog, c->n_eog))) ||
+        (c->gm && o.grammar_trigger && fc_grammar_matcher_set_trigger(c->gm, o.grammar_trigger) != FC_OK)) {
         fc_chat_free(c);
         return NULL;
     }

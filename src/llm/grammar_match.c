@@ -23,6 +23,7 @@
  * Bounds: stacks deeper than GM_MAX_DEPTH are dropped (a grammar that
  * nests deeper than that refuses the text); when the node or state tables
  * pass their caps the matcher rebuilds them from the current state alone. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -93,6 +94,12 @@ struct fc_grammar_matcher {
     size_t tmp_n, tmp_cap;
     int oom;    /* 1: out of memory, 2: a closure made more than GM_MAX_CLOSURE nodes */
     int broken; /* a failure left the tables unusable: every call refuses */
+    /* a lazy grammar (fc_grammar_matcher_set_trigger): free text until the trigger */
+    char *trigger;
+    size_t n_trigger;
+    int waiting;  /* the trigger has not been seen: nothing is constrained */
+    char *tail;   /* the last n_trigger bytes of the text, where the trigger is looked for */
+    size_t n_tail;
     uint32_t *work; /* the closure's work list: (pos, parent) pairs */
     size_t n_work, cap_work;
     uint32_t start, cur;
@@ -613,6 +620,8 @@ void fc_grammar_matcher_free(fc_grammar_matcher *m)
     free(m->n_pos), free(m->n_parent), free(m->n_mark), free(m->n_depth);
     free(m->tmp);
     free(m->work);
+    free(m->trigger);
+    free(m->tail);
     free(m->eog_bits);
     vocab_release(m->v);
     free(m->depth_state);
@@ -680,7 +689,63 @@ oom:
 
 void fc_grammar_matcher_reset(fc_grammar_matcher *m)
 {
-    if (m) m->cur = m->start;
+    if (!m) return;
+    m->cur = m->start;
+    m->waiting = m->trigger != NULL;
+    m->n_tail = 0;
+}
+
+fc_status fc_grammar_matcher_set_trigger(fc_grammar_matcher *m, const char *trigger)
+{
+    if (!m) return FC_ERR_INVALID_ARG;
+    if (trigger && !trigger[0]) {
+        fc_fail(m->ctx, FC_ERR_INVALID_ARG, "fc_grammar_matcher_set_trigger: the trigger is empty");
+        return FC_ERR_INVALID_ARG;
+    }
+    char *t = trigger ? strdup(trigger) : NULL, *tail = trigger ? malloc(strlen(trigger)) : NULL;
+    if (trigger && (!t || !tail)) {
+        free(t), free(tail);
+        fc_fail(m->ctx, FC_ERR_OOM, "fc_grammar_matcher_set_trigger: out of memory");
+        return FC_ERR_OOM;
+    }
+    free(m->trigger), free(m->tail);
+    m->trigger = t, m->tail = tail, m->n_trigger = t ? strlen(t) : 0;
+    fc_grammar_matcher_reset(m);
+    return FC_OK;
+}
+
+static int32_t gm_walk(fc_grammar_matcher *m, const unsigned char *b, size_t n, size_t *at);
+static fc_status gm_oom(fc_grammar_matcher *m, const char *fn);
+static fc_status gm_maybe_compact(fc_grammar_matcher *m, const char *fn);
+
+/* Free text while waiting: look for the trigger across what came before and
+ * b; once it is there, the grammar holds from its first byte (the trigger
+ * and what follows it in b are fed). */
+static fc_status gm_lazy_feed(fc_grammar_matcher *m, const char *b, size_t n, const char *fn)
+{
+    const size_t nt = m->n_trigger;
+    for (size_t i = 0; i < n; i++) {
+        if (m->n_tail == nt) memmove(m->tail, m->tail + 1, --m->n_tail);
+        m->tail[m->n_tail++] = b[i];
+        if (m->n_tail < nt || memcmp(m->tail, m->trigger, nt)) continue;
+        size_t at = 0;
+        int32_t s = gm_walk(m, (const unsigned char *)m->trigger, nt, &at);
+        if (s >= 0) {
+            m->cur = (uint32_t)s;
+            s = gm_walk(m, (const unsigned char *)b + i + 1, n - i - 1, &at);
+        }
+        if (s == -3) return gm_oom(m, fn);
+        if (s < 0) {
+            m->cur = m->start;
+            fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: the grammar refuses the text from its trigger '%s' on", fn,
+                    m->trigger);
+            return FC_ERR_INVALID_ARG;
+        }
+        m->cur = (uint32_t)s;
+        m->waiting = 0;
+        return gm_maybe_compact(m, fn);
+    }
+    return FC_OK;
 }
 
 static int gm_is_eog(const fc_grammar_matcher *m, fc_token t)
@@ -691,13 +756,14 @@ static int gm_is_eog(const fc_grammar_matcher *m, fc_token t)
 bool fc_grammar_matcher_complete(const fc_grammar_matcher *m)
 {
     if (!m || m->broken) return false;
+    if (m->waiting) return true; /* free text may end anywhere */
     const gm_state *s = &m->st[m->cur];
     return s->n > 0 && m->pool[s->off] == GM_ACCEPT;
 }
 
 bool fc_grammar_matcher_done(const fc_grammar_matcher *m)
 {
-    if (!m || m->broken) return false;
+    if (!m || m->broken || m->waiting) return false;
     const gm_state *s = &m->st[m->cur];
     return s->n == 1 && m->pool[s->off] == GM_ACCEPT;
 }
@@ -742,6 +808,7 @@ int fc_grammar_matcher_allows(fc_grammar_matcher *m, fc_token token)
 {
     if (!m || gm_refuse(m, "fc_grammar_matcher_allows")) return -1;
     if (token < 0 || token >= m->n_vocab) return 0;
+    if (m->waiting) return 1;
     if (gm_is_eog(m, token)) return fc_grammar_matcher_complete(m);
     if (m->v->tok_len[token] == 0) return 0;
     int32_t s = gm_walk(m, (const unsigned char *)m->v->bytes + m->v->tok_off[token], m->v->tok_len[token], NULL);
@@ -767,6 +834,10 @@ fc_status fc_grammar_matcher_accept(fc_grammar_matcher *m, fc_token token)
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d is outside the vocabulary [0, %d)", fn, (int)token,
                 (int)m->n_vocab);
         return FC_ERR_INVALID_ARG;
+    }
+    if (m->waiting) {
+        const gm_vocab *v = m->v;
+        return gm_is_eog(m, token) ? FC_OK : gm_lazy_feed(m, v->bytes + v->tok_off[token], v->tok_len[token], fn);
     }
     if (gm_is_eog(m, token)) {
         if (fc_grammar_matcher_complete(m)) return FC_OK;
@@ -797,6 +868,7 @@ fc_status fc_grammar_matcher_accept_bytes(fc_grammar_matcher *m, const char *byt
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: bytes is NULL", fn);
         return FC_ERR_INVALID_ARG;
     }
+    if (m->waiting) return gm_lazy_feed(m, bytes, n, fn);
     size_t at = 0;
     int32_t s = gm_walk(m, (const unsigned char *)bytes, n, &at);
     if (s == -3) return gm_oom(m, fn);
@@ -857,6 +929,7 @@ fc_status fc_grammar_matcher_mask(fc_grammar_matcher *m, float *logits, int32_t 
     const char *fn = "fc_grammar_matcher_mask";
     if (!m) return FC_ERR_INVALID_ARG;
     if (gm_refuse(m, fn)) return FC_ERR_STATE;
+    if (m->waiting) return FC_OK; /* free text: nothing is masked */
     if (!logits || n_vocab < 0) {
         fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: %s", fn, logits ? "n_vocab is negative" : "logits is NULL");
         return FC_ERR_INVALID_ARG;

@@ -72,8 +72,6 @@ typedef struct slot {
     size_t n_done; /* prompt tokens the cache holds */
     fc_sampler *smp;
     fc_grammar_matcher *gm; /* the request's grammar over the vocabulary, when it has one */
-    char tail[80]; /* a lazy grammar: the last bytes generated, where the trigger is looked for */
-    size_t n_tail;
     fc_detok_stream *ds;
     char *pend; /* generated text held back: it may still become a stop string */
     size_t n_pend, cap_pend;
@@ -254,9 +252,11 @@ static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
     sl->n_done = keep;
     sl->smp = fc_sampler_new(e->ctx, &r->gp.sp);
     sl->ds = fc_detok_stream_new(e->ctx, e->tok, 0);
-    sl->n_tail = 0;
-    sl->gm = r->gp.grammar && !r->gp.trigger ? fc_grammar_matcher_new(e->ctx, r->gp.grammar, e->tok, e->eog, e->n_eog)
-                                              : NULL;
+    sl->gm = r->gp.grammar ? fc_grammar_matcher_new(e->ctx, r->gp.grammar, e->tok, e->eog, e->n_eog) : NULL;
+    if (sl->gm && r->gp.trigger && fc_grammar_matcher_set_trigger(sl->gm, r->gp.trigger) != FC_OK) {
+        fc_grammar_matcher_free(sl->gm);
+        sl->gm = NULL;
+    }
     sl->n_pend = 0;
     sl->t_start = now_ms();
     sl->t_first = 0;
@@ -268,7 +268,7 @@ static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
     pthread_mutex_lock(&e->mu);
     e->st.cached_tokens += keep;
     pthread_mutex_unlock(&e->mu);
-    if (!sl->smp || !sl->ds || (r->gp.grammar && !r->gp.trigger && !sl->gm)) {
+    if (!sl->smp || !sl->ds || (r->gp.grammar && !sl->gm)) {
         snprintf(why, sizeof why, "%s", fc_ctx_error(e->ctx));
         slot_end(e, sl, SRV_FINISH_ERROR, why);
         return -1;
@@ -323,27 +323,6 @@ static void note_stop(srv_req *r, const char *pend, size_t n, size_t at) {
     }
 }
 
-/* A lazy grammar: once the generated text holds the trigger, the grammar
- * holds from the trigger's first byte (what followed it in the same token
- * is fed too). 1 when the slot ended (an error). */
-static int lazy_trigger(srv_engine *e, slot *sl, const char *piece, size_t n) {
-    const char *trig = sl->req->gp.trigger;
-    const size_t nt = strlen(trig), cap = sizeof sl->tail;
-    for (size_t i = 0; i < n; i++) { /* keep the last cap bytes */
-        if (sl->n_tail == cap) memmove(sl->tail, sl->tail + 1, --sl->n_tail);
-        sl->tail[sl->n_tail++] = piece[i];
-        if (sl->n_tail < nt || memcmp(sl->tail + sl->n_tail - nt, trig, nt)) continue;
-        sl->gm = fc_grammar_matcher_new(e->ctx, sl->req->gp.grammar, e->tok, e->eog, e->n_eog);
-        if (!sl->gm || fc_grammar_matcher_accept_bytes(sl->gm, trig, nt) != FC_OK ||
-            fc_grammar_matcher_accept_bytes(sl->gm, piece + i + 1, n - i - 1) != FC_OK) {
-            slot_end(e, sl, SRV_FINISH_ERROR, fc_ctx_error(e->ctx));
-            return 1;
-        }
-        return 0;
-    }
-    return 0;
-}
-
 /* Sample the slot's next token from its logits row and route the text. */
 static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     srv_req *r = sl->req;
@@ -372,7 +351,6 @@ static void slot_sample(srv_engine *e, slot *sl, const float *row) {
     }
     memcpy(sl->pend + sl->n_pend, piece, n);
     sl->n_pend += n;
-    if (r->gp.trigger && !sl->gm && lazy_trigger(e, sl, piece, n)) return;
     size_t emit;
     const int hit = fc_chat_stop_scan(sl->pend, sl->n_pend, (const char *const *)r->gp.stop, r->gp.n_stop, &emit);
     req_emit(r, sl->pend, emit);

@@ -566,3 +566,43 @@ Test(grammar, end_tokens_with_text_are_ends_in_the_mask)
     fc_grammar_free(g);
     fc_tokenizer_free(tok);
 }
+
+/* A lazy grammar: free text until the trigger, then the grammar from the trigger on. */
+Test(grammar, lazy_grammar_waits_for_its_trigger)
+{
+    fc_tokenizer *tok = tokenizer(0);
+    fc_grammar *g = compile("root ::= \"<call>\" [0-9]+ \"</call>\"");
+    fc_grammar_matcher *m = fc_grammar_matcher_new(ctx, g, tok, NULL, 0);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_grammar_matcher_set_trigger(m, "<call>"), FC_OK);
+    int32_t nv = fc_tokenizer_n_vocab(tok);
+    float *l = calloc((size_t)nv, sizeof *l);
+    /* waiting: anything goes, nothing is masked, the text may end */
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "any text, even 123 </call>", 26), FC_OK);
+    cr_assert_eq(fc_grammar_matcher_mask(m, l, nv), FC_OK);
+    int masked = 0;
+    for (int32_t t = 0; t < nv; t++) masked += l[t] != 0.0f;
+    cr_expect_eq(masked, 0);
+    cr_expect(fc_grammar_matcher_complete(m));
+    cr_expect_eq(fc_grammar_matcher_allows(m, fc_tokenizer_eos(tok)), 1);
+    /* the trigger, split across two feeds, with the first digit after it in the same feed */
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "then <ca", 8), FC_OK);
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "ll>4", 4), FC_OK);
+    cr_expect(!fc_grammar_matcher_complete(m), "the grammar holds now");
+    fc_ctx_clear_error(ctx);
+    cr_expect_neq(fc_grammar_matcher_accept_bytes(m, "x", 1), FC_OK, "a letter after the digits is refused");
+    fc_ctx_clear_error(ctx);
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "2</call>", 8), FC_OK);
+    cr_expect(fc_grammar_matcher_done(m));
+    /* reset: waiting again */
+    fc_grammar_matcher_reset(m);
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "xyz", 3), FC_OK);
+    /* text after the trigger that the grammar refuses is refused, and the matcher keeps waiting */
+    fc_ctx_clear_error(ctx);
+    cr_expect_neq(fc_grammar_matcher_accept_bytes(m, "<call>z", 7), FC_OK);
+    fc_ctx_clear_error(ctx);
+    free(l);
+    fc_grammar_matcher_free(m);
+    fc_grammar_free(g);
+    fc_tokenizer_free(tok);
+}
