@@ -314,6 +314,30 @@ static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, siz
     return 1;
 }
 
+/* Past the JSON value at p (an object or array: strings, escapes and
+ * nesting followed) when it closes before e; e when it does not. */
+static const char *json_nesting_end(const char *p, const char *e, int *closed)
+{
+    int depth = 0, in_str = 0, esc = 0;
+    *closed = 0;
+    for (; p < e; p++) {
+        const char c = *p;
+        if (in_str) {
+            if (esc) esc = 0;
+            else if (c == '\\') esc = 1;
+            else if (c == '"') in_str = 0;
+        } else if (c == '"') {
+            in_str = 1;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if ((c == '}' || c == ']') && --depth == 0) {
+            *closed = 1;
+            return p + 1;
+        }
+    }
+    return e;
+}
+
 /* A call cut short by the end of the reply: the exact head the grammar
  * writes, \n{"name": "NAME", "arguments": , then the arguments as far as
  * they go (up to where their nesting closes; a partial closing tag after
@@ -325,23 +349,8 @@ static int truncated_call(fc_chat_tool_reply *r, const char *p, const char *e)
     if ((size_t)(e - p) < nh || memcmp(p, head, nh)) return 0;
     const char *name = p + nh, *q = memchr(name, '"', (size_t)(e - name));
     if (!q || q == name || q - name > 64 || (size_t)(e - q) < na || memcmp(q, args, na)) return 0;
-    const char *a = q + na, *z = a;
-    int depth = 0, in_str = 0, esc = 0;
-    for (; z < e; z++) {
-        const char c = *z;
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && --depth == 0) {
-            z++;
-            break;
-        }
-    }
+    int closed;
+    const char *a = q + na, *z = json_nesting_end(a, e, &closed);
     fc_chat_tool_call *c = realloc(r->calls, (r->n_calls + 1) * sizeof *c);
     if (c) r->calls = c;
     char *nm = strndup(name, (size_t)(q - name)), *ar = strndup(a, (size_t)(z - a));
@@ -353,28 +362,15 @@ static int truncated_call(fc_chat_tool_reply *r, const char *p, const char *e)
     return 1;
 }
 
-/* Past the JSON object that starts after blanks at p (strings, escapes and
- * nesting followed), or NULL when there is none before e. */
+/* Past the JSON object that starts after blanks at p, or NULL when there
+ * is none before e. */
 static const char *json_object_end(const char *p, const char *e)
 {
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
     if (p == e || *p != '{') return NULL;
-    int depth = 0, in_str = 0, esc = 0;
-    for (; p < e; p++) {
-        char c = *p;
-        if (in_str) {
-            if (esc) esc = 0;
-            else if (c == '\\') esc = 1;
-            else if (c == '"') in_str = 0;
-        } else if (c == '"') {
-            in_str = 1;
-        } else if (c == '{' || c == '[') {
-            depth++;
-        } else if ((c == '}' || c == ']') && --depth == 0) {
-            return p + 1;
-        }
-    }
-    return NULL;
+    int closed;
+    const char *z = json_nesting_end(p, e, &closed);
+    return closed ? z : NULL;
 }
 
 fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,

@@ -22,6 +22,7 @@
 #include "fucina/tokenizer.h"
 #include "io/json_value.h"
 #include "serve/server.h"
+#include "serve/sse.h"
 #include "serve/tools.h"
 
 /* ---- errors ---- */
@@ -689,15 +690,11 @@ int srv_wait_news(srv_req *r, size_t seen_text, size_t seen_lp, int fd, int unti
 
 /* ---- streaming ---- */
 typedef struct api_stream {
+    srv_sse sse; /* first: the shared part (phase 0: the role chunk is due) */
     srv_server *sv;
-    srv_req *r;
-    int chat, include_usage, fd;
+    int chat, include_usage;
     char id[48];
     int64_t created;
-    fj_buf out;
-    size_t out_off;
-    size_t seen_text, seen_lp;
-    int phase; /* 0: the role chunk is due; 1: content; 2: everything is written */
     int tools; /* the reply is split into content and tool-call deltas (ts) */
     srv_tool_stream ts;
 } api_stream;
@@ -710,7 +707,7 @@ static void sse_begin(api_stream *s, fj_buf *b) {
 /* One chunk: text (may be empty), optional log-probabilities, finish. */
 static void sse_chunk(api_stream *s, const char *text, size_t n, const srv_logprob *lp, size_t n_lp, int role,
                       const char *finish) {
-    fj_buf *b = &s->out;
+    fj_buf *b = &s->sse.out;
     sse_begin(s, b);
     fj_raws(b, ",\"choices\":[{\"index\":0,");
     if (s->chat) {
@@ -734,7 +731,7 @@ static void sse_chunk(api_stream *s, const char *text, size_t n, const srv_logpr
     fj_raws(b, "}]");
     if (finish) {
         fj_raws(b, ",");
-        timings_json(b, s->r);
+        timings_json(b, s->sse.r);
     }
     fj_raws(b, "}\n\n");
 }
@@ -743,7 +740,7 @@ static void sse_chunk(api_stream *s, const char *text, size_t n, const srv_logpr
  * with id, type and name the first time, arguments growing after. */
 static void sse_call(void *user, size_t index, const char *id, const char *name, const char *args, size_t n_args) {
     api_stream *s = user;
-    fj_buf *b = &s->out;
+    fj_buf *b = &s->sse.out;
     sse_begin(s, b);
     fj_printf(b, ",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%zu,", index);
     if (id) {
@@ -763,85 +760,48 @@ static void sse_content(void *user, const char *text, size_t n) {
     if (n) sse_chunk(user, text, n, NULL, 0, 0, NULL);
 }
 
-static void stream_produce(api_stream *s) {
-    srv_req *r = s->r;
-    if (s->phase == 0) {
+static void stream_produce(srv_sse *base) {
+    api_stream *s = (api_stream *)base;
+    srv_req *r = s->sse.r;
+    if (s->sse.phase == 0) {
         if (s->chat) sse_chunk(s, NULL, 0, NULL, 0, 1, NULL);
-        s->phase = 1;
+        s->sse.phase = 1;
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    const size_t nt = r->n_text, nl = r->n_lp;
-    const srv_finish f = r->finish;
-    char *text = nt > s->seen_text ? malloc(nt - s->seen_text) : NULL;
-    srv_logprob *lp = nl > s->seen_lp ? malloc((nl - s->seen_lp) * sizeof *lp) : NULL;
-    if (text) memcpy(text, r->text + s->seen_text, nt - s->seen_text);
-    if (lp) memcpy(lp, r->lp + s->seen_lp, (nl - s->seen_lp) * sizeof *lp);
-    char error[256];
-    snprintf(error, sizeof error, "%s", r->error);
-    pthread_mutex_unlock(&r->mu);
-    const size_t n_text = text ? nt - s->seen_text : 0, n_lp = lp ? nl - s->seen_lp : 0;
+    srv_sse_news nw;
+    srv_sse_take(&s->sse, &nw);
+    const srv_finish f = nw.finish;
     const srv_tool_sink sink = {s, sse_content, sse_call};
     if (s->tools) { /* log-probabilities are not split with the text: they go with the chunks they came in */
-        if (n_text) srv_tool_stream_push(&s->ts, text, n_text, &sink);
-        if (n_lp) sse_chunk(s, NULL, 0, lp, n_lp, 0, NULL);
-    } else if (n_text || n_lp) {
-        sse_chunk(s, text, n_text, lp, n_lp, 0, NULL);
+        if (nw.n_text) srv_tool_stream_push(&s->ts, nw.text, nw.n_text, &sink);
+        if (nw.n_lp) sse_chunk(s, NULL, 0, nw.lp, nw.n_lp, 0, NULL);
+    } else if (nw.n_text || nw.n_lp) {
+        sse_chunk(s, nw.text, nw.n_text, nw.lp, nw.n_lp, 0, NULL);
     }
-    s->seen_text += n_text;
-    s->seen_lp += n_lp;
-    free(text);
-    free(lp);
+    free(nw.text);
+    free(nw.lp);
     if (f == SRV_FINISH_NONE) return;
     if (f == SRV_FINISH_ERROR) {
-        fj_buf *b = &s->out;
+        fj_buf *b = &s->sse.out;
         fj_raws(b, "data: {\"error\":{");
         fj_key(b, "message");
-        fj_strs(b, error);
+        fj_strs(b, nw.error);
         fj_raws(b, ",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n");
     } else {
         if (s->tools) srv_tool_stream_end(&s->ts, &sink);
         sse_chunk(s, "", 0, NULL, 0, 0, s->tools && s->ts.n_calls && f == SRV_FINISH_STOP ? "tool_calls" : finish_name(f));
         if (s->include_usage) {
-            sse_begin(s, &s->out);
-            fj_raws(&s->out, ",\"choices\":[],");
-            usage_json(&s->out, r);
-            fj_raws(&s->out, "}\n\n");
+            sse_begin(s, &s->sse.out);
+            fj_raws(&s->sse.out, ",\"choices\":[],");
+            usage_json(&s->sse.out, r);
+            fj_raws(&s->sse.out, "}\n\n");
         }
-        fj_raws(&s->out, "data: [DONE]\n\n");
+        fj_raws(&s->sse.out, "data: [DONE]\n\n");
     }
-    s->phase = 2;
+    s->sse.phase = 2;
 }
 
-static ssize_t stream_read(void *self, char *buf, size_t max) {
-    api_stream *s = self;
-    for (;;) {
-        if (s->out.oom) return -1;
-        if (s->out_off < s->out.n) {
-            size_t n = s->out.n - s->out_off;
-            if (n > max) n = max;
-            memcpy(buf, s->out.p + s->out_off, n);
-            s->out_off += n;
-            if (s->out_off == s->out.n) s->out.n = s->out_off = 0;
-            return (ssize_t)n;
-        }
-        if (s->phase == 2) return 0;
-        if (s->phase == 1 && srv_wait_news(s->r, s->seen_text, s->seen_lp, s->fd, 0)) {
-            srv_req_cancel(s->r);
-            return -1;
-        }
-        stream_produce(s);
-    }
-}
-
-static void stream_free(void *self) {
-    api_stream *s = self;
-    srv_req_cancel(s->r); /* a no-op when it ended; otherwise the client is gone */
-    srv_req_release(s->r);
-    fj_buf_free(&s->out);
-    srv_tool_stream_free(&s->ts);
-    free(s);
-}
+static void stream_destroy(srv_sse *base) { srv_tool_stream_free(&((api_stream *)base)->ts); }
 
 /* ---- the completion endpoints ---- */
 static void complete(srv_server *sv, const srv_http_request *rq, srv_http_response *out, int chat) {
@@ -957,20 +917,19 @@ static void complete(srv_server *sv, const srv_http_request *rq, srv_http_respon
             goto done;
         }
         s->sv = sv;
-        s->r = r;
+        s->sse = (srv_sse){.r = r, .fd = rq->fd, .produce = stream_produce, .destroy = stream_destroy};
         r = NULL; /* the stream holds it */
         s->chat = chat;
         s->include_usage = g.include_usage;
-        if (chat && s->r->gp.tool_format >= 0) {
+        if (chat && s->sse.r->gp.tool_format >= 0) {
             s->tools = 1;
-            srv_tool_stream_init(&s->ts, sv->tmpl, s->r->id ^ sv->id_salt);
+            srv_tool_stream_init(&s->ts, sv->tmpl, s->sse.r->id ^ sv->id_salt);
         }
-        s->fd = rq->fd;
         snprintf(s->id, sizeof s->id, "%s", id);
         s->created = created;
         out->status = 200;
         out->content_type = "text/event-stream";
-        out->stream = (srv_http_stream){s, stream_read, stream_free};
+        out->stream = (srv_http_stream){s, srv_sse_read, srv_sse_free};
         goto done;
     }
     if (srv_wait_news(r, 0, 0, rq->fd, 1)) {

@@ -24,6 +24,7 @@
 
 #include "fucina/grammar.h"
 #include "serve/server.h"
+#include "serve/sse.h"
 #include "serve/tools.h"
 
 __attribute__((format(printf, 4, 5))) static int msg_error(srv_http_response *out, int status, const char *type,
@@ -376,13 +377,9 @@ static void tool_use_id(uint64_t seed, size_t k, char out[48]) {
 }
 
 typedef struct msg_stream {
+    srv_sse sse; /* first: the shared part (phase 0: message_start is due) */
     srv_server *sv;
-    srv_req *r;
-    int fd;
     char id[48];
-    fj_buf out;
-    size_t out_off, seen;
-    int phase; /* 0: message_start due; 1: running; 2: written */
     int tools;
     srv_tool_stream ts;
     int block;     /* the open block's index, -1: none */
@@ -391,15 +388,15 @@ typedef struct msg_stream {
 } msg_stream;
 
 static void event(msg_stream *s, const char *name) {
-    fj_raws(&s->out, "event: ");
-    fj_raws(&s->out, name);
-    fj_raws(&s->out, "\ndata: ");
+    fj_raws(&s->sse.out, "event: ");
+    fj_raws(&s->sse.out, name);
+    fj_raws(&s->sse.out, "\ndata: ");
 }
 
 static void close_block(msg_stream *s) {
     if (s->block < 0) return;
     event(s, "content_block_stop");
-    fj_printf(&s->out, "{\"type\":\"content_block_stop\",\"index\":%d}\n\n", s->block);
+    fj_printf(&s->sse.out, "{\"type\":\"content_block_stop\",\"index\":%d}\n\n", s->block);
     s->block = -1;
 }
 
@@ -411,13 +408,13 @@ static void on_text(void *u, const char *t, size_t n) {
         s->block = s->n_blocks++;
         s->block_is_text = 1;
         event(s, "content_block_start");
-        fj_printf(&s->out, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        fj_printf(&s->sse.out, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
                   s->block);
     }
     event(s, "content_block_delta");
-    fj_printf(&s->out, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"text_delta\",\"text\":", s->block);
-    fj_str(&s->out, t, n);
-    fj_raws(&s->out, "}}\n\n");
+    fj_printf(&s->sse.out, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"text_delta\",\"text\":", s->block);
+    fj_str(&s->sse.out, t, n);
+    fj_raws(&s->sse.out, "}}\n\n");
 }
 
 static void on_call(void *u, size_t index, const char *id, const char *name, const char *args, size_t n) {
@@ -427,21 +424,21 @@ static void on_call(void *u, size_t index, const char *id, const char *name, con
         s->block = s->n_blocks++;
         s->block_is_text = 0;
         char tid[48];
-        tool_use_id(s->r->id ^ s->sv->id_salt, index, tid);
+        tool_use_id(s->sse.r->id ^ s->sv->id_salt, index, tid);
         event(s, "content_block_start");
-        fj_printf(&s->out, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"tool_use\",\"id\":",
+        fj_printf(&s->sse.out, "{\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"tool_use\",\"id\":",
                   s->block);
-        fj_strs(&s->out, tid);
-        fj_raws(&s->out, ",\"name\":");
-        fj_strs(&s->out, name);
-        fj_raws(&s->out, ",\"input\":{}}}\n\n");
+        fj_strs(&s->sse.out, tid);
+        fj_raws(&s->sse.out, ",\"name\":");
+        fj_strs(&s->sse.out, name);
+        fj_raws(&s->sse.out, ",\"input\":{}}}\n\n");
     }
     if (!n) return;
     event(s, "content_block_delta");
-    fj_printf(&s->out, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":",
+    fj_printf(&s->sse.out, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":",
               s->block);
-    fj_str(&s->out, args, n);
-    fj_raws(&s->out, "}}\n\n");
+    fj_str(&s->sse.out, args, n);
+    fj_raws(&s->sse.out, "}}\n\n");
 }
 
 static void msg_head(msg_stream *s, fj_buf *b) {
@@ -451,84 +448,51 @@ static void msg_head(msg_stream *s, fj_buf *b) {
     fj_strs(b, s->sv->model_id);
 }
 
-static void msg_produce(msg_stream *s) {
-    srv_req *r = s->r;
-    if (s->phase == 0) {
+static void msg_produce(srv_sse *base) {
+    msg_stream *s = (msg_stream *)base;
+    srv_req *r = s->sse.r;
+    if (s->sse.phase == 0) {
         event(s, "message_start");
-        fj_raws(&s->out, "{\"type\":\"message_start\",\"message\":");
-        msg_head(s, &s->out);
-        fj_printf(&s->out, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%zu,"
+        fj_raws(&s->sse.out, "{\"type\":\"message_start\",\"message\":");
+        msg_head(s, &s->sse.out);
+        fj_printf(&s->sse.out, ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":%zu,"
                            "\"output_tokens\":0}}}\n\n",
                   r->n_prompt);
-        s->phase = 1;
+        s->sse.phase = 1;
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    const size_t nt = r->n_text;
-    const srv_finish f = r->finish;
-    char *text = nt > s->seen ? malloc(nt - s->seen) : NULL;
-    if (text) memcpy(text, r->text + s->seen, nt - s->seen);
-    char error[256];
-    snprintf(error, sizeof error, "%s", r->error);
-    pthread_mutex_unlock(&r->mu);
-    const size_t n = text ? nt - s->seen : 0;
+    srv_sse_news nw;
+    srv_sse_take(&s->sse, &nw);
+    const srv_finish f = nw.finish;
     const srv_tool_sink sink = {s, on_text, on_call};
-    if (n) {
-        if (s->tools) srv_tool_stream_push(&s->ts, text, n, &sink);
-        else on_text(s, text, n);
+    if (nw.n_text) {
+        if (s->tools) srv_tool_stream_push(&s->ts, nw.text, nw.n_text, &sink);
+        else on_text(s, nw.text, nw.n_text);
     }
-    s->seen += n;
-    free(text);
+    free(nw.text);
+    free(nw.lp);
     if (f == SRV_FINISH_NONE) return;
     if (f == SRV_FINISH_ERROR) {
         event(s, "error");
-        fj_raws(&s->out, "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":");
-        fj_strs(&s->out, error);
-        fj_raws(&s->out, "}}\n\n");
+        fj_raws(&s->sse.out, "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":");
+        fj_strs(&s->sse.out, nw.error);
+        fj_raws(&s->sse.out, "}}\n\n");
     } else {
         if (s->tools) srv_tool_stream_end(&s->ts, &sink);
         close_block(s);
         event(s, "message_delta");
-        fj_raws(&s->out, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":");
-        fj_strs(&s->out, stop_reason(r, s->tools && s->ts.n_calls));
-        fj_raws(&s->out, ",\"stop_sequence\":");
-        stop_sequence_json(&s->out, r);
-        fj_printf(&s->out, "},\"usage\":{\"output_tokens\":%" PRId64 "}}\n\n", r->n_gen);
+        fj_raws(&s->sse.out, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":");
+        fj_strs(&s->sse.out, stop_reason(r, s->tools && s->ts.n_calls));
+        fj_raws(&s->sse.out, ",\"stop_sequence\":");
+        stop_sequence_json(&s->sse.out, r);
+        fj_printf(&s->sse.out, "},\"usage\":{\"output_tokens\":%" PRId64 "}}\n\n", r->n_gen);
         event(s, "message_stop");
-        fj_raws(&s->out, "{\"type\":\"message_stop\"}\n\n");
+        fj_raws(&s->sse.out, "{\"type\":\"message_stop\"}\n\n");
     }
-    s->phase = 2;
+    s->sse.phase = 2;
 }
 
-static ssize_t msg_read(void *self, char *buf, size_t max) {
-    msg_stream *s = self;
-    for (;;) {
-        if (s->out.oom) return -1;
-        if (s->out_off < s->out.n) {
-            size_t n = s->out.n - s->out_off;
-            if (n > max) n = max;
-            memcpy(buf, s->out.p + s->out_off, n);
-            s->out_off += n;
-            if (s->out_off == s->out.n) s->out.n = s->out_off = 0;
-            return (ssize_t)n;
-        }
-        if (s->phase == 2) return 0;
-        if (s->phase == 1 && srv_wait_news(s->r, s->seen, 0, s->fd, 0)) {
-            srv_req_cancel(s->r);
-            return -1;
-        }
-        msg_produce(s);
-    }
-}
-
-static void msg_free(void *self) {
-    msg_stream *s = self;
-    srv_req_cancel(s->r);
-    srv_req_release(s->r);
-    fj_buf_free(&s->out);
-    srv_tool_stream_free(&s->ts);
-    free(s);
-}
+static void msg_destroy(srv_sse *base) { srv_tool_stream_free(&((msg_stream *)base)->ts); }
 
 void srv_api_messages(srv_server *sv, const srv_http_request *rq, srv_http_response *out) {
     atomic_fetch_add(&sv->requests_total, 1);
@@ -607,7 +571,8 @@ void srv_api_messages(srv_server *sv, const srv_http_request *rq, srv_http_respo
             msg_error(out, 500, "api_error", "out of memory");
             goto done;
         }
-        s->sv = sv, s->r = r, s->fd = rq->fd, s->block = -1;
+        s->sv = sv, s->block = -1;
+        s->sse = (srv_sse){.r = r, .fd = rq->fd, .produce = msg_produce, .destroy = msg_destroy};
         snprintf(s->id, sizeof s->id, "%s", id);
         if (r->gp.tool_format >= 0) {
             s->tools = 1;
@@ -616,7 +581,7 @@ void srv_api_messages(srv_server *sv, const srv_http_request *rq, srv_http_respo
         r = NULL;
         out->status = 200;
         out->content_type = "text/event-stream";
-        out->stream = (srv_http_stream){s, msg_read, msg_free};
+        out->stream = (srv_http_stream){s, srv_sse_read, srv_sse_free};
         goto done;
     }
     if (srv_wait_news(r, 0, 0, rq->fd, 1)) {

@@ -25,6 +25,7 @@
 
 #include "fucina/grammar.h"
 #include "serve/server.h"
+#include "serve/sse.h"
 #include "serve/tools.h"
 
 #define BAD(param, ...) srv_api_error(out, 400, "invalid_request_error", param, __VA_ARGS__)
@@ -298,14 +299,10 @@ typedef struct rs_item {
 } rs_item;
 
 typedef struct rs_stream {
+    srv_sse sse; /* first: the shared part (phase 0: response.created and .in_progress are due) */
     srv_server *sv;
-    srv_req *r;
-    int fd;
     char id[48];
     int64_t created;
-    fj_buf out;
-    size_t out_off, seen;
-    int phase;
     int64_t seq;
     int tools;
     srv_tool_stream ts;
@@ -377,11 +374,11 @@ static void response_json(fj_buf *b, srv_server *sv, const char *id, int64_t cre
 }
 
 static void ev(rs_stream *s, const char *type) {
-    fj_raws(&s->out, "event: ");
-    fj_raws(&s->out, type);
-    fj_raws(&s->out, "\ndata: {\"type\":");
-    fj_strs(&s->out, type);
-    fj_printf(&s->out, ",\"sequence_number\":%" PRId64, s->seq++);
+    fj_raws(&s->sse.out, "event: ");
+    fj_raws(&s->sse.out, type);
+    fj_raws(&s->sse.out, "\ndata: {\"type\":");
+    fj_strs(&s->sse.out, type);
+    fj_printf(&s->sse.out, ",\"sequence_number\":%" PRId64, s->seq++);
 }
 
 static void close_item(rs_stream *s) {
@@ -390,29 +387,29 @@ static void close_item(rs_stream *s) {
     const int oi = s->open;
     if (it->call) {
         ev(s, "response.function_call_arguments.done");
-        fj_raws(&s->out, ",\"item_id\":");
-        fj_strs(&s->out, it->id);
-        fj_printf(&s->out, ",\"output_index\":%d,\"arguments\":", oi);
-        fj_str(&s->out, it->text.p ? it->text.p : "", it->text.n);
-        fj_raws(&s->out, "}\n\n");
+        fj_raws(&s->sse.out, ",\"item_id\":");
+        fj_strs(&s->sse.out, it->id);
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"arguments\":", oi);
+        fj_str(&s->sse.out, it->text.p ? it->text.p : "", it->text.n);
+        fj_raws(&s->sse.out, "}\n\n");
     } else {
         ev(s, "response.output_text.done");
-        fj_raws(&s->out, ",\"item_id\":");
-        fj_strs(&s->out, it->id);
-        fj_printf(&s->out, ",\"output_index\":%d,\"content_index\":0,\"text\":", oi);
-        fj_str(&s->out, it->text.p ? it->text.p : "", it->text.n);
-        fj_raws(&s->out, "}\n\n");
+        fj_raws(&s->sse.out, ",\"item_id\":");
+        fj_strs(&s->sse.out, it->id);
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"content_index\":0,\"text\":", oi);
+        fj_str(&s->sse.out, it->text.p ? it->text.p : "", it->text.n);
+        fj_raws(&s->sse.out, "}\n\n");
         ev(s, "response.content_part.done");
-        fj_raws(&s->out, ",\"item_id\":");
-        fj_strs(&s->out, it->id);
-        fj_printf(&s->out, ",\"output_index\":%d,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":", oi);
-        fj_str(&s->out, it->text.p ? it->text.p : "", it->text.n);
-        fj_raws(&s->out, ",\"annotations\":[]}}\n\n");
+        fj_raws(&s->sse.out, ",\"item_id\":");
+        fj_strs(&s->sse.out, it->id);
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":", oi);
+        fj_str(&s->sse.out, it->text.p ? it->text.p : "", it->text.n);
+        fj_raws(&s->sse.out, ",\"annotations\":[]}}\n\n");
     }
     ev(s, "response.output_item.done");
-    fj_printf(&s->out, ",\"output_index\":%d,\"item\":", oi);
-    item_json(&s->out, it, 1);
-    fj_raws(&s->out, "}\n\n");
+    fj_printf(&s->sse.out, ",\"output_index\":%d,\"item\":", oi);
+    item_json(&s->sse.out, it, 1);
+    fj_raws(&s->sse.out, "}\n\n");
     it->done = 1;
     s->open = -1;
 }
@@ -424,7 +421,7 @@ static rs_item *open_item(rs_stream *s, int call) {
     memset(it, 0, sizeof *it);
     it->call = call;
     char cid[40];
-    srv_tool_call_id(s->r->id ^ s->sv->id_salt, s->n_items, cid);
+    srv_tool_call_id(s->sse.r->id ^ s->sv->id_salt, s->n_items, cid);
     snprintf(it->id, sizeof it->id, "%s_%s", call ? "fc" : "msg", cid + 5);
     s->open = (int)s->n_items++;
     return it;
@@ -437,24 +434,24 @@ static void rs_text(void *u, const char *t, size_t n) {
         rs_item *it = open_item(s, 0);
         if (!it) return;
         ev(s, "response.output_item.added");
-        fj_printf(&s->out, ",\"output_index\":%d,\"item\":", s->open);
-        item_json(&s->out, it, 0);
-        fj_raws(&s->out, "}\n\n");
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"item\":", s->open);
+        item_json(&s->sse.out, it, 0);
+        fj_raws(&s->sse.out, "}\n\n");
         ev(s, "response.content_part.added");
-        fj_raws(&s->out, ",\"item_id\":");
-        fj_strs(&s->out, it->id);
-        fj_printf(&s->out, ",\"output_index\":%d,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\","
+        fj_raws(&s->sse.out, ",\"item_id\":");
+        fj_strs(&s->sse.out, it->id);
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"content_index\":0,\"part\":{\"type\":\"output_text\",\"text\":\"\","
                            "\"annotations\":[]}}\n\n",
                   s->open);
     }
     rs_item *it = &s->items[s->open];
     fj_raw(&it->text, t, n);
     ev(s, "response.output_text.delta");
-    fj_raws(&s->out, ",\"item_id\":");
-    fj_strs(&s->out, it->id);
-    fj_printf(&s->out, ",\"output_index\":%d,\"content_index\":0,\"delta\":", s->open);
-    fj_str(&s->out, t, n);
-    fj_raws(&s->out, ",\"logprobs\":[]}\n\n");
+    fj_raws(&s->sse.out, ",\"item_id\":");
+    fj_strs(&s->sse.out, it->id);
+    fj_printf(&s->sse.out, ",\"output_index\":%d,\"content_index\":0,\"delta\":", s->open);
+    fj_str(&s->sse.out, t, n);
+    fj_raws(&s->sse.out, ",\"logprobs\":[]}\n\n");
 }
 
 static void rs_call(void *u, size_t index, const char *id, const char *name, const char *args, size_t n) {
@@ -466,95 +463,67 @@ static void rs_call(void *u, size_t index, const char *id, const char *name, con
         snprintf(it->call_id, sizeof it->call_id, "%s", id);
         snprintf(it->name, sizeof it->name, "%s", name);
         ev(s, "response.output_item.added");
-        fj_printf(&s->out, ",\"output_index\":%d,\"item\":", s->open);
-        item_json(&s->out, it, 0);
-        fj_raws(&s->out, "}\n\n");
+        fj_printf(&s->sse.out, ",\"output_index\":%d,\"item\":", s->open);
+        item_json(&s->sse.out, it, 0);
+        fj_raws(&s->sse.out, "}\n\n");
     }
     if (!n || s->open < 0) return;
     rs_item *it = &s->items[s->open];
     fj_raw(&it->text, args, n);
     ev(s, "response.function_call_arguments.delta");
-    fj_raws(&s->out, ",\"item_id\":");
-    fj_strs(&s->out, it->id);
-    fj_printf(&s->out, ",\"output_index\":%d,\"delta\":", s->open);
-    fj_str(&s->out, args, n);
-    fj_raws(&s->out, "}\n\n");
+    fj_raws(&s->sse.out, ",\"item_id\":");
+    fj_strs(&s->sse.out, it->id);
+    fj_printf(&s->sse.out, ",\"output_index\":%d,\"delta\":", s->open);
+    fj_str(&s->sse.out, args, n);
+    fj_raws(&s->sse.out, "}\n\n");
 }
 
-static void rs_produce(rs_stream *s) {
-    srv_req *r = s->r;
-    if (s->phase == 0) {
+static void rs_produce(srv_sse *base) {
+    rs_stream *s = (rs_stream *)base;
+    srv_req *r = s->sse.r;
+    if (s->sse.phase == 0) {
         for (int k = 0; k < 2; k++) {
             ev(s, k ? "response.in_progress" : "response.created");
-            fj_raws(&s->out, ",\"response\":");
-            response_json(&s->out, s->sv, s->id, s->created, r, NULL, 0, 0);
-            fj_raws(&s->out, "}\n\n");
+            fj_raws(&s->sse.out, ",\"response\":");
+            response_json(&s->sse.out, s->sv, s->id, s->created, r, NULL, 0, 0);
+            fj_raws(&s->sse.out, "}\n\n");
         }
-        s->phase = 1;
+        s->sse.phase = 1;
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    const size_t nt = r->n_text;
-    const srv_finish f = r->finish;
-    char *text = nt > s->seen ? malloc(nt - s->seen) : NULL;
-    if (text) memcpy(text, r->text + s->seen, nt - s->seen);
-    char error[256];
-    snprintf(error, sizeof error, "%s", r->error);
-    pthread_mutex_unlock(&r->mu);
-    const size_t n = text ? nt - s->seen : 0;
+    srv_sse_news nw;
+    srv_sse_take(&s->sse, &nw);
+    const srv_finish f = nw.finish;
     const srv_tool_sink sink = {s, rs_text, rs_call};
-    if (n) {
-        if (s->tools) srv_tool_stream_push(&s->ts, text, n, &sink);
-        else rs_text(s, text, n);
+    if (nw.n_text) {
+        if (s->tools) srv_tool_stream_push(&s->ts, nw.text, nw.n_text, &sink);
+        else rs_text(s, nw.text, nw.n_text);
     }
-    s->seen += n;
-    free(text);
+    free(nw.text);
+    free(nw.lp);
     if (f == SRV_FINISH_NONE) return;
     if (f == SRV_FINISH_ERROR) {
         ev(s, "error");
-        fj_raws(&s->out, ",\"code\":\"server_error\",\"message\":");
-        fj_strs(&s->out, error);
-        fj_raws(&s->out, ",\"param\":null}\n\n");
+        fj_raws(&s->sse.out, ",\"code\":\"server_error\",\"message\":");
+        fj_strs(&s->sse.out, nw.error);
+        fj_raws(&s->sse.out, ",\"param\":null}\n\n");
     } else {
         if (s->tools) srv_tool_stream_end(&s->ts, &sink);
         close_item(s);
         ev(s, f == SRV_FINISH_LENGTH ? "response.incomplete" : "response.completed");
-        fj_raws(&s->out, ",\"response\":");
-        response_json(&s->out, s->sv, s->id, s->created, r, s->items, s->n_items, 1);
-        fj_raws(&s->out, "}\n\n");
+        fj_raws(&s->sse.out, ",\"response\":");
+        response_json(&s->sse.out, s->sv, s->id, s->created, r, s->items, s->n_items, 1);
+        fj_raws(&s->sse.out, "}\n\n");
     }
-    s->phase = 2;
+    s->sse.phase = 2;
 }
 
-static ssize_t rs_read(void *self, char *buf, size_t max) {
-    rs_stream *s = self;
-    for (;;) {
-        if (s->out.oom) return -1;
-        if (s->out_off < s->out.n) {
-            size_t n = s->out.n - s->out_off;
-            if (n > max) n = max;
-            memcpy(buf, s->out.p + s->out_off, n);
-            s->out_off += n;
-            if (s->out_off == s->out.n) s->out.n = s->out_off = 0;
-            return (ssize_t)n;
-        }
-        if (s->phase == 2) return 0;
-        if (s->phase == 1 && srv_wait_news(s->r, s->seen, 0, s->fd, 0)) {
-            srv_req_cancel(s->r);
-            return -1;
-        }
-        rs_produce(s);
-    }
-}
-
-static void rs_free(void *self) {
-    rs_stream *s = self;
-    srv_req_cancel(s->r);
-    srv_req_release(s->r);
-    fj_buf_free(&s->out);
+/* The dialect's own state (the shared part is srv_sse_free's). */
+static void rs_destroy(srv_sse *base)
+{
+    rs_stream *s = (rs_stream *)base;
     srv_tool_stream_free(&s->ts);
     for (size_t i = 0; i < s->n_items; i++) fj_buf_free(&s->items[i].text);
-    free(s);
 }
 
 void srv_api_responses(srv_server *sv, const srv_http_request *rq, srv_http_response *out) {
@@ -634,9 +603,9 @@ void srv_api_responses(srv_server *sv, const srv_http_request *rq, srv_http_resp
         srv_api_error(out, 503, "unavailable_error", NULL, "%s", q == -1 ? "the queue is full" : "the server is stopping");
         goto done;
     }
-    s->sv = sv, s->fd = rq->fd, s->open = -1, s->created = (int64_t)time(NULL);
+    s->sv = sv, s->open = -1, s->created = (int64_t)time(NULL);
+    s->sse = (srv_sse){.r = r, .fd = rq->fd, .produce = rs_produce, .destroy = rs_destroy};
     snprintf(s->id, sizeof s->id, "resp_%016" PRIx64 "%08" PRIx64, sv->id_salt, r->id);
-    s->r = r;
     if (r->gp.tool_format >= 0) {
         s->tools = 1;
         srv_tool_stream_init(&s->ts, sv->tmpl, r->id ^ sv->id_salt);
@@ -645,7 +614,7 @@ void srv_api_responses(srv_server *sv, const srv_http_request *rq, srv_http_resp
         r = NULL; /* the stream holds it */
         out->status = 200;
         out->content_type = "text/event-stream";
-        out->stream = (srv_http_stream){s, rs_read, rs_free};
+        out->stream = (srv_http_stream){s, srv_sse_read, srv_sse_free};
         s = NULL;
         goto done;
     }
@@ -681,11 +650,9 @@ void srv_api_responses(srv_server *sv, const srv_http_request *rq, srv_http_resp
     }
 done:
     if (out->status >= 400) atomic_fetch_add(&sv->requests_errors, 1);
-    if (s) {
-        if (s->r && s->r == r) s->r = NULL; /* released below */
-        fj_buf_free(&s->out);
-        srv_tool_stream_free(&s->ts);
-        for (size_t i = 0; i < s->n_items; i++) fj_buf_free(&s->items[i].text);
+    if (s) { /* not handed to the connection: its request is released below */
+        fj_buf_free(&s->sse.out);
+        rs_destroy(&s->sse);
         free(s);
     }
     for (size_t k = 0; k < gp.n_stop; k++) free(gp.stop[k]);

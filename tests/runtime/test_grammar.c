@@ -27,6 +27,7 @@
 
 #include "fct.h"
 #include "fct_golden.h"
+#include "fct_grammar.h"
 #include "fucina/fucina.h"
 #include "fucina/grammar.h"
 #include "fucina/llm.h"
@@ -453,44 +454,13 @@ Test(grammar, sampled_json_parses)
     fc_grammar_matcher *m = fc_grammar_matcher_new(ctx, g, tok, NULL, 0);
     cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
     int32_t nv = fc_tokenizer_n_vocab(tok);
-    fc_token eos = fc_tokenizer_eos(tok);
     float *logits = malloc((size_t)nv * sizeof *logits);
     char *text = malloc(1 << 16);
     int finished = 0;
     for (uint32_t seed = 1; seed <= 40; seed++) {
-        fc_grammar_matcher_reset(m);
-        fc_sampler_params p = fc_sampler_default_params();
-        p.seed = seed;
-        p.temp = 1.0f;
-        p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
-        fc_sampler *s = fc_sampler_new(ctx, &p);
-        fct_rng r = {seed};
+        const fct_walk w = {.seed = seed, .rng_seed = seed, .lean_after = 60, .max_steps = 400};
         size_t n = 0;
-        int ended = 0;
-        for (int step = 0; step < 400 && !ended; step++) {
-            for (int32_t t = 0; t < nv; t++) {
-                size_t len;
-                const char *tx = fc_tokenizer_token_text(tok, t, &len);
-                logits[t] = (float)fct_uniform(&r, -2, 2);
-                /* past 60 steps, lean towards closing the value */
-                if (step > 60 && len == 1 && strchr("}]\"0", tx[0])) logits[t] += 6.0f;
-            }
-            if (step > 60) logits[eos] += 6.0f;
-            fc_token_filter f = fc_grammar_matcher_filter(m);
-            fc_token t = fc_sampler_sample_filtered(s, logits, nv, &f);
-            cr_assert_neq(t, FC_TOKEN_NONE, "%s", fc_ctx_error(ctx));
-            cr_assert_eq(fc_grammar_matcher_accept(m, t), FC_OK, "%s", fc_ctx_error(ctx));
-            if (t == eos) {
-                ended = 1;
-                break;
-            }
-            const char *piece;
-            size_t len;
-            cr_assert_eq(fc_token_piece(ctx, tok, t, 0, &piece, &len), FC_OK);
-            cr_assert_lt(n + len, (size_t)1 << 16);
-            memcpy(text + n, piece, len);
-            n += len;
-        }
+        const int ended = fct_grammar_walk(ctx, m, tok, &w, logits, text, 1 << 16, &n);
         if (ended) {
             finished++;
             char err[256];
@@ -499,7 +469,6 @@ Test(grammar, sampled_json_parses)
             if (d) cr_expect_eq(fj_root(d)->type, FJ_OBJ, "seed %u: the root is not an object", seed);
             fj_free(d);
         }
-        fc_sampler_free(s);
     }
     cr_expect_geq(finished, 30, "only %d of 40 walks reached the end token", finished);
     free(text), free(logits);

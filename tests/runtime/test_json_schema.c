@@ -23,6 +23,7 @@
 
 #include "fct.h"
 #include "fct_golden.h"
+#include "fct_grammar.h"
 #include "fucina/fucina.h"
 #include "fucina/grammar.h"
 #include "fucina/llm.h"
@@ -84,44 +85,8 @@ static const char *checker_cmd(const char *args, char *cmd, size_t cap)
 static int walk(fc_grammar_matcher *m, fc_tokenizer *tok, uint32_t seed, float *logits, char *text, size_t cap,
                 size_t *n)
 {
-    int32_t nv = fc_tokenizer_n_vocab(tok);
-    fc_token eos = fc_tokenizer_eos(tok);
-    fc_grammar_matcher_reset(m);
-    fc_sampler_params p = fc_sampler_default_params();
-    p.seed = seed;
-    p.temp = 1.0f;
-    p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
-    fc_sampler *s = fc_sampler_new(ctx, &p);
-    cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
-    fct_rng r = {seed * 7919u + 1};
-    int ended = 0;
-    *n = 0;
-    for (int step = 0; step < 500 && !ended; step++) {
-        for (int32_t t = 0; t < nv; t++) {
-            size_t len;
-            const char *tx = fc_tokenizer_token_text(tok, t, &len);
-            logits[t] = (float)fct_uniform(&r, -2, 2);
-            /* past 40 steps, lean towards closing values */
-            if (step > 40 && len == 1 && strchr("}]\"0", tx[0])) logits[t] += 6.0f;
-        }
-        if (step > 40) logits[eos] += 6.0f;
-        fc_token_filter f = fc_grammar_matcher_filter(m);
-        fc_token t = fc_sampler_sample_filtered(s, logits, nv, &f);
-        cr_assert_neq(t, FC_TOKEN_NONE, "%s", fc_ctx_error(ctx));
-        cr_assert_eq(fc_grammar_matcher_accept(m, t), FC_OK, "%s", fc_ctx_error(ctx));
-        if (t == eos) {
-            ended = 1;
-            break;
-        }
-        const char *piece;
-        size_t len;
-        cr_assert_eq(fc_token_piece(ctx, tok, t, 0, &piece, &len), FC_OK);
-        cr_assert_lt(*n + len, cap);
-        memcpy(text + *n, piece, len);
-        *n += len;
-    }
-    fc_sampler_free(s);
-    return ended;
+    const fct_walk w = {.seed = seed, .rng_seed = seed * 7919u + 1, .lean_after = 40, .max_steps = 500};
+    return fct_grammar_walk(ctx, m, tok, &w, logits, text, cap, n);
 }
 
 Test(json_schema, sampled_texts_validate_with_python_jsonschema, .timeout = 900)

@@ -145,33 +145,34 @@ typedef struct convo {
     fc_chat_message m[8];
     size_t n;
     unsigned flags;
+    size_t n_tools; /* the first n_tools of the tool definitions passed along */
 } convo;
 
 static const convo k_convos[] = {
-    {{MSG(USER, "Hello")}, 1, FC_CHAT_ADD_GENERATION_PROMPT},
-    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+    {{MSG(USER, "Hello")}, 1, FC_CHAT_ADD_GENERATION_PROMPT, 0},
+    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK, 0},
     {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "<think>\nfirst I reason\n</think>\n\nAnswer one."),
       MSG(USER, "And two?")},
-     4, FC_CHAT_ADD_GENERATION_PROMPT},
+     4, FC_CHAT_ADD_GENERATION_PROMPT, 0},
     {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "<think>\nfirst I reason\n</think>\n\nAnswer one."),
       MSG(USER, "And two?")},
-     4, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
-    {{MSG(USER, "Q"), MSG(ASSISTANT, "<think>\n\nkept reasoning\n\n</think>\n\n\nkept answer")}, 2, 0},
-    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, 0},
-    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, FC_CHAT_ADD_GENERATION_PROMPT},
+     4, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK, 0},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "<think>\n\nkept reasoning\n\n</think>\n\n\nkept answer")}, 2, 0, 0},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, 0, 0},
+    {{MSG(USER, "Q"), MSG(ASSISTANT, "plain answer")}, 2, FC_CHAT_ADD_GENERATION_PROMPT, 0},
     {{MSG(SYSTEM, "tools"), MSG(USER, "weather?"), MSG(ASSISTANT, "calling"), MSG(TOOL, "r1"), MSG(TOOL, "r2"),
       MSG(ASSISTANT, "<think>x</think>done"), MSG(USER, "<tool_response>\nz\n</tool_response>")},
-     7, FC_CHAT_ADD_GENERATION_PROMPT},
-    {{MSG(USER, "q"), MSG(ASSISTANT, "\n\nno opening tag</think>\n\nafter")}, 2, 0},
-    {{MSG(USER, "a"), MSG(SYSTEM, "late system"), MSG(USER, "c")}, 3, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+     7, FC_CHAT_ADD_GENERATION_PROMPT, 0},
+    {{MSG(USER, "q"), MSG(ASSISTANT, "\n\nno opening tag</think>\n\nafter")}, 2, 0, 0},
+    {{MSG(USER, "a"), MSG(SYSTEM, "late system"), MSG(USER, "c")}, 3, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK, 0},
     {{MSG(USER, "Ciao \xc3\xa8 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x8e\x89\r\n\ttabs \"quotes\" \\ back")},
-     1, FC_CHAT_ADD_GENERATION_PROMPT},
-    {{MSG(USER, "u"), MSG(ASSISTANT, "<think>a</think>b</think>c"), MSG(ASSISTANT, "<think>r2</think>")}, 3, 0},
-    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, FC_CHAT_ADD_GENERATION_PROMPT},
-    {{MSG(ASSISTANT, "<think>r</think>x")}, 1, FC_CHAT_ADD_GENERATION_PROMPT},
+     1, FC_CHAT_ADD_GENERATION_PROMPT, 0},
+    {{MSG(USER, "u"), MSG(ASSISTANT, "<think>a</think>b</think>c"), MSG(ASSISTANT, "<think>r2</think>")}, 3, 0, 0},
+    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, FC_CHAT_ADD_GENERATION_PROMPT, 0},
+    {{MSG(ASSISTANT, "<think>r</think>x")}, 1, FC_CHAT_ADD_GENERATION_PROMPT, 0},
     {{MSG(USER, "u1"), MSG(ASSISTANT, "<think>t1</think>a1"), MSG(USER, "u2"), MSG(ASSISTANT, "<think>t2</think>a2"),
       MSG(TOOL, "t"), MSG(ASSISTANT, "<think>t3</think>a3")},
-     6, 0},
+     6, 0, 0},
 };
 
 static void json_str(FILE *f, const char *s) {
@@ -193,33 +194,55 @@ static const char k_py[] =
     "t = env.from_string(open(sys.argv[1], encoding='utf-8').read())\n"
     "cases = json.load(open(sys.argv[2], encoding='utf-8'))\n"
     "for i, c in enumerate(cases):\n"
-    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen']}\n"
+    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen'], 'tools': c['tools'] or None}\n"
     "    if c['no_think']: kw['enable_thinking'] = False\n"
-    "    open('%s/out_%d.txt' % (sys.argv[3], i), 'w', encoding='utf-8', newline='').write(t.render(**kw))\n";
+    "    open('%s/%s_%d.txt' % (sys.argv[3], sys.argv[4], i), 'w', encoding='utf-8', newline='').write(t.render(**kw))\n";
 
 static const char *python(void) {
     const char *p = getenv("FUCINA_PYTHON");
     return p && *p ? p : "python3";
 }
 
-Test(llm_chat, qwen3_matches_jinja2) {
+/* Render cs[0..n) with Qwen3's real template under jinja2 (the messages,
+ * their tool calls and results, and tools[0..n_tools) of each) and with ours;
+ * they must be byte-identical. tag names the files in the test directory. */
+static void compare_with_jinja2(const convo *cs, size_t n_convo, const char *const *tools, const char *tag) {
     char path[512], cmd[2048];
     static char out[1 << 14];
     snprintf(cmd, sizeof cmd, "'%s' -c 'import jinja2' 2>&1", python());
     if (fct_run(cmd, out, sizeof out) != 0) cr_skip_test("no Python with jinja2 (%s): %s", python(), out);
-    snprintf(path, sizeof path, "%s/cases.json", dir);
+    snprintf(path, sizeof path, "%s/%s.json", dir, tag);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);
-    const size_t n_convo = sizeof k_convos / sizeof k_convos[0];
     fputc('[', f);
     for (size_t i = 0; i < n_convo; i++) {
-        const convo *c = &k_convos[i];
-        fprintf(f, "%s{\"gen\": %s, \"no_think\": %s, \"messages\": [", i ? ", " : "",
+        const convo *c = &cs[i];
+        fprintf(f, "%s{\"gen\": %s, \"no_think\": %s, \"tools\": [", i ? ", " : "",
                 c->flags & FC_CHAT_ADD_GENERATION_PROMPT ? "true" : "false",
                 c->flags & FC_CHAT_NO_THINK ? "true" : "false");
+        for (size_t k = 0; k < c->n_tools; k++) fprintf(f, "%s%s", k ? ", " : "", tools[k]);
+        fputs("], \"messages\": [", f);
         for (size_t j = 0; j < c->n; j++) {
-            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", j ? ", " : "", fc_chat_role_name(c->m[j].role));
-            json_str(f, c->m[j].content);
+            const fc_chat_message *m = &c->m[j];
+            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", j ? ", " : "", fc_chat_role_name(m->role));
+            json_str(f, m->content);
+            if (m->n_tool_calls) {
+                fputs(", \"tool_calls\": [", f);
+                for (size_t k = 0; k < m->n_tool_calls; k++) {
+                    fprintf(f, "%s{\"id\": ", k ? ", " : "");
+                    json_str(f, m->tool_calls[k].id);
+                    fputs(", \"type\": \"function\", \"function\": {\"name\": ", f);
+                    json_str(f, m->tool_calls[k].name);
+                    fputs(", \"arguments\": ", f);
+                    json_str(f, m->tool_calls[k].arguments);
+                    fputs("}}", f);
+                }
+                fputc(']', f);
+            }
+            if (m->tool_call_id) {
+                fputs(", \"tool_call_id\": ", f);
+                json_str(f, m->tool_call_id);
+            }
             fputc('}', f);
         }
         fprintf(f, "]}");
@@ -232,21 +255,26 @@ Test(llm_chat, qwen3_matches_jinja2) {
     cr_assert_not_null(f);
     fputs(k_py, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, FIXTURE, path, dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, FIXTURE, path, dir, tag);
     cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "jinja2 rendering failed: %s", out);
     for (size_t i = 0; i < n_convo; i++) {
-        const convo *c = &k_convos[i];
-        char *ours = render(FC_CHAT_TEMPLATE_QWEN3, c->m, c->n, c->flags);
-        snprintf(path, sizeof path, "%s/out_%zu.txt", dir, i);
+        const convo *c = &cs[i];
+        const fc_chat_render_options o = {.flags = c->flags, .tools = tools, .n_tools = c->n_tools};
+        char *ours = NULL;
+        cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_QWEN3, c->m, c->n, &o, &ours, NULL), FC_OK, "%s",
+                     fc_ctx_error(ctx));
+        snprintf(path, sizeof path, "%s/%s_%zu.txt", dir, tag, i);
         size_t n;
         char *ref = read_all(path, &n);
         cr_assert_not_null(ref);
-        cr_expect(strlen(ours) == n && !memcmp(ours, ref, n), "conversation %zu:\n--- jinja2:\n%s\n--- ours:\n%s", i,
-                  ref, ours);
+        cr_expect(strlen(ours) == n && !memcmp(ours, ref, n), "%s conversation %zu:\n--- jinja2:\n%s\n--- ours:\n%s",
+                  tag, i, ref, ours);
         free(ref);
         free(ours);
     }
 }
+
+Test(llm_chat, qwen3_matches_jinja2) { compare_with_jinja2(k_convos, sizeof k_convos / sizeof k_convos[0], NULL, "out"); }
 
 /* ---- ChatML against libllama ----------------------------------------------------------- */
 
@@ -282,21 +310,21 @@ Test(llm_chat, chatml_matches_libllama) {
  * Python's strip removes and llama.cpp's trim does not), no message at all,
  * two system messages and a reply padded with \v \f \r. */
 static const convo k_fam_convos[] = {
-    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, 0},
-    {{MSG(USER, "Hello")}, 1, 0},
-    {{MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 3, 0},
-    {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 4, 0},
-    {{MSG(USER, "Ciao \xc3\xa8 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x8e\x89\r\n\ttabs \"quotes\" \\ back")}, 1, 0},
-    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, 0},
+    {{MSG(SYSTEM, "You are terse."), MSG(USER, "Hi there")}, 2, 0, 0},
+    {{MSG(USER, "Hello")}, 1, 0, 0},
+    {{MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 3, 0, 0},
+    {{MSG(SYSTEM, "sys"), MSG(USER, "Q1"), MSG(ASSISTANT, "A1"), MSG(USER, "Q2")}, 4, 0, 0},
+    {{MSG(USER, "Ciao \xc3\xa8 \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x8e\x89\r\n\ttabs \"quotes\" \\ back")}, 1, 0, 0},
+    {{MSG(USER, ""), MSG(ASSISTANT, "")}, 2, 0, 0},
     {{MSG(SYSTEM, "  padded sys \n"), MSG(USER, "  padded user\t"), MSG(ASSISTANT, " padded reply  "), MSG(USER, "x")},
-     4, 0},
-    {{MSG(SYSTEM, ""), MSG(USER, "u")}, 2, 0},
-    {{MSG(USER, "a"), MSG(SYSTEM, "late"), MSG(USER, "c")}, 3, 0},
-    {{MSG(USER, "w?"), MSG(ASSISTANT, "call"), MSG(TOOL, "r1"), MSG(ASSISTANT, "done")}, 4, 0},
-    {{MSG(ASSISTANT, "first")}, 1, 0},
-    {{MSG(USER, "\xc2\xa0nbsp\xe3\x80\x80")}, 1, 0},
-    {{{.content = NULL}}, 0, 0},
-    {{MSG(SYSTEM, "s1"), MSG(SYSTEM, "s2"), MSG(USER, "u"), MSG(ASSISTANT, "\v\f r \r")}, 4, 0},
+     4, 0, 0},
+    {{MSG(SYSTEM, ""), MSG(USER, "u")}, 2, 0, 0},
+    {{MSG(USER, "a"), MSG(SYSTEM, "late"), MSG(USER, "c")}, 3, 0, 0},
+    {{MSG(USER, "w?"), MSG(ASSISTANT, "call"), MSG(TOOL, "r1"), MSG(ASSISTANT, "done")}, 4, 0, 0},
+    {{MSG(ASSISTANT, "first")}, 1, 0, 0},
+    {{MSG(USER, "\xc2\xa0nbsp\xe3\x80\x80")}, 1, 0, 0},
+    {{{.content = NULL}}, 0, 0, 0},
+    {{MSG(SYSTEM, "s1"), MSG(SYSTEM, "s2"), MSG(USER, "u"), MSG(ASSISTANT, "\v\f r \r")}, 4, 0, 0},
 };
 #define N_FAM_CONVOS (sizeof k_fam_convos / sizeof k_fam_convos[0])
 
@@ -384,6 +412,7 @@ Test(llm_chat, families_match_libllama) {
 static const convo k_probe = {{MSG(SYSTEM, " S \n"), MSG(USER, " U "), MSG(ASSISTANT, " A "), MSG(TOOL, "T"),
                                MSG(USER, "U2 ")},
                               5,
+                              0,
                               0};
 
 /* Detection: our family for a text is the one libllama detects, found by
@@ -504,109 +533,25 @@ static const fc_chat_tool_call k_calls2[] = {
     {.id = "b", .name = "scale", .arguments = "{}"},
 };
 
-typedef struct tconvo {
-    fc_chat_message m[8];
-    size_t n;
-    size_t n_tools;
-    unsigned flags;
-} tconvo;
-
 #define TMSG(r, c) {.role = FC_CHAT_##r, .content = c}
-static const tconvo k_tconvos[] = {
-    {{TMSG(USER, "Weather in Paris?")}, 1, 2, FC_CHAT_ADD_GENERATION_PROMPT},
-    {{TMSG(SYSTEM, "You are helpful."), TMSG(USER, "Weather in Paris?")}, 2, 1, FC_CHAT_ADD_GENERATION_PROMPT},
+static const convo k_tconvos[] = {
+    {{TMSG(USER, "Weather in Paris?")}, 1, FC_CHAT_ADD_GENERATION_PROMPT, 2},
+    {{TMSG(SYSTEM, "You are helpful."), TMSG(USER, "Weather in Paris?")}, 2, FC_CHAT_ADD_GENERATION_PROMPT, 1},
     {{TMSG(SYSTEM, "sys"), TMSG(USER, "Weather?"),
       {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_calls1, .n_tool_calls = 1},
       {.role = FC_CHAT_TOOL, .content = "{\"temp\": 21}", .tool_call_id = "call_1"}},
-     4, 2, FC_CHAT_ADD_GENERATION_PROMPT},
+     4, FC_CHAT_ADD_GENERATION_PROMPT, 2},
     {{TMSG(USER, "Two calls"),
       {.role = FC_CHAT_ASSISTANT, .content = "Let me check.", .tool_calls = k_calls2, .n_tool_calls = 2},
       {.role = FC_CHAT_TOOL, .content = "r1", .tool_call_id = "a"}, {.role = FC_CHAT_TOOL, .content = "r2", .tool_call_id = "b"},
       TMSG(ASSISTANT, "<think>\nthought\n</think>\n\nDone."), TMSG(USER, "thanks")},
-     6, 2, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK},
+     6, FC_CHAT_ADD_GENERATION_PROMPT | FC_CHAT_NO_THINK, 2},
     /* calls without tools in the request still render as the template writes them */
     {{TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_calls1, .n_tool_calls = 1}}, 2, 0, 0},
 };
 
-static const char k_py_tools[] =
-    "import json, sys\n"
-    "from jinja2.sandbox import ImmutableSandboxedEnvironment\n"
-    "env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)\n"
-    "env.filters['tojson'] = lambda x, **k: json.dumps(x, ensure_ascii=False, **k)\n"
-    "t = env.from_string(open(sys.argv[1], encoding='utf-8').read())\n"
-    "cases = json.load(open(sys.argv[2], encoding='utf-8'))\n"
-    "for i, c in enumerate(cases):\n"
-    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen'], 'tools': c['tools'] or None}\n"
-    "    if c['no_think']: kw['enable_thinking'] = False\n"
-    "    open('%s/tout_%d.txt' % (sys.argv[3], i), 'w', encoding='utf-8', newline='').write(t.render(**kw))\n";
-
 Test(llm_chat, qwen3_tools_match_jinja2) {
-    char path[512], cmd[2048];
-    static char out[1 << 14];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import jinja2' 2>&1", python());
-    if (fct_run(cmd, out, sizeof out) != 0) cr_skip_test("no Python with jinja2 (%s): %s", python(), out);
-    snprintf(path, sizeof path, "%s/tcases.json", dir);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    const size_t n_convo = sizeof k_tconvos / sizeof k_tconvos[0];
-    fputc('[', f);
-    for (size_t i = 0; i < n_convo; i++) {
-        const tconvo *c = &k_tconvos[i];
-        fprintf(f, "%s{\"gen\": %s, \"no_think\": %s, \"tools\": [", i ? ", " : "",
-                c->flags & FC_CHAT_ADD_GENERATION_PROMPT ? "true" : "false",
-                c->flags & FC_CHAT_NO_THINK ? "true" : "false");
-        for (size_t k = 0; k < c->n_tools; k++) fprintf(f, "%s%s", k ? ", " : "", k_tools[k]);
-        fputs("], \"messages\": [", f);
-        for (size_t j = 0; j < c->n; j++) {
-            const fc_chat_message *m = &c->m[j];
-            fprintf(f, "%s{\"role\": \"%s\", \"content\": ", j ? ", " : "", fc_chat_role_name(m->role));
-            json_str(f, m->content);
-            if (m->n_tool_calls) {
-                fputs(", \"tool_calls\": [", f);
-                for (size_t k = 0; k < m->n_tool_calls; k++) {
-                    fprintf(f, "%s{\"id\": ", k ? ", " : "");
-                    json_str(f, m->tool_calls[k].id);
-                    fputs(", \"type\": \"function\", \"function\": {\"name\": ", f);
-                    json_str(f, m->tool_calls[k].name);
-                    fputs(", \"arguments\": ", f);
-                    json_str(f, m->tool_calls[k].arguments);
-                    fputs("}}", f);
-                }
-                fputc(']', f);
-            }
-            if (m->tool_call_id) {
-                fputs(", \"tool_call_id\": ", f);
-                json_str(f, m->tool_call_id);
-            }
-            fputc('}', f);
-        }
-        fprintf(f, "]}");
-    }
-    fputs("]\n", f);
-    fclose(f);
-    char py[512];
-    snprintf(py, sizeof py, "%s/render_tools.py", dir);
-    f = fopen(py, "w");
-    cr_assert_not_null(f);
-    fputs(k_py_tools, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, FIXTURE, path, dir);
-    cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "jinja2 rendering failed: %s", out);
-    for (size_t i = 0; i < n_convo; i++) {
-        const tconvo *c = &k_tconvos[i];
-        const fc_chat_render_options o = {.flags = c->flags, .tools = k_tools, .n_tools = c->n_tools};
-        char *ours = NULL;
-        cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_QWEN3, c->m, c->n, &o, &ours, NULL), FC_OK, "%s",
-                     fc_ctx_error(ctx));
-        snprintf(path, sizeof path, "%s/tout_%zu.txt", dir, i);
-        size_t n;
-        char *ref = read_all(path, &n);
-        cr_assert_not_null(ref);
-        cr_expect(strlen(ours) == n && !memcmp(ours, ref, n), "tools conversation %zu:\n--- jinja2:\n%s\n--- ours:\n%s",
-                  i, ref, ours);
-        free(ref);
-        free(ours);
-    }
+    compare_with_jinja2(k_tconvos, sizeof k_tconvos / sizeof k_tconvos[0], k_tools, "tout");
 }
 
 Test(llm_chat, tools_refused_when_malformed) {
@@ -1338,13 +1283,13 @@ Test(llm_chat, typed_markup_stays_text) {
 static const convo k_edge_convos[] = {
     {{MSG(SYSTEM, "\nsys opens with a newline"), MSG(USER, "ends with newlines\n\n"), MSG(ASSISTANT, "\n\n reply \n"),
       MSG(USER, " \t spaces at both ends  ")},
-     4, 0},
-    {{MSG(USER, "\n"), MSG(ASSISTANT, " "), MSG(USER, "\r\n")}, 3, 0},
+     4, 0, 0},
+    {{MSG(USER, "\n"), MSG(ASSISTANT, " "), MSG(USER, "\r\n")}, 3, 0, 0},
     {{MSG(USER, "caf\xc3\xa9 \xf0\x9f\x98\x80\n"), MSG(ASSISTANT, "\xe6\x97\xa5\xe6\x9c\xac "),
       MSG(TOOL, " {\"ok\": true}\n"), MSG(USER, "  12345 + 678 =")},
-     4, 0},
+     4, 0, 0},
     {{MSG(USER, "<|im_end"), MSG(ASSISTANT, "|> <|eot_id <end_of_turn <|end| [/INST </s"), MSG(USER, "<<SYS>> [INST")},
-     3, 0},
+     3, 0, 0},
 };
 
 /* For contents without control-token strings the tokens are llama.cpp's: libllama's
