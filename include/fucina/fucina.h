@@ -27,5 +27,6 @@
 #include "fucina/tokenizer.h"
 #include "fucina/sampler.h"
 #include "fucina/chat.h"
+#include "fucina/lm_train.h"
 
 #endif

@@ -94,6 +94,10 @@ typedef struct fc_optim_options {
 typedef struct fc_optim_group {
     double lr;
     double weight_decay;
+    /* Muon: 1 updates this group's 2-D parameters by its AdamW too (the
+     * embeddings and the output head, as nanochat and the reference
+     * implementation keep them); 0 orthogonalises every 2-D parameter. */
+    int adamw;
 } fc_optim_group;
 
 typedef struct fc_optim fc_optim;

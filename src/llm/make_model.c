@@ -351,7 +351,7 @@ done:
 /* The entry's metadata keys with the model's values: required ones always,
  * optional ones when set (value_length beside key_length, as converters
  * write it; rope.dimension_count is left to its default). */
-static fc_status write_keys(fc_gguf_writer *w, const fc_llm_arch_desc *d, const fc_llm_hparams *hp) {
+fc_status fc_llm_write_keys(fc_gguf_writer *w, const fc_llm_arch_desc *d, const fc_llm_hparams *hp) {
     fc_status st = FC_OK;
     char key[128];
     int nc;
@@ -420,7 +420,7 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     TRY(fc_gguf_set_str(w, "general.architecture", d->name));
     TRY(fc_gguf_set_str(w, "general.name", name));
     if (!mix) TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
-    TRY(write_keys(w, d, hp));
+    TRY(fc_llm_write_keys(w, d, hp));
     if (opt->rope_scaling) {
         const double f = opt->rope_scaling_factor > 0 ? opt->rope_scaling_factor : 4.0;
         char key[128];

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "fucina/gguf.h"
+#include "fucina/llm.h"
 
 /* Which tokenizer a vocabulary is for (tokenizer.ggml.model). */
 typedef enum mm_vocab_kind {
@@ -91,5 +92,11 @@ int mm_vocab_add(mm_vocab *v, const char *s, int32_t type, float score);
 fc_status mm_vocab_write(fc_gguf_writer *w, const mm_vocab *v);
 
 void mm_vocab_free(mm_vocab *v);
+
+/* The family's metadata keys "<arch>.<suffix>" with hp's values (required
+ * ones always, optional ones when set), as converters write them; the
+ * random-weight writer and the training model's export (src/llm/lm_export.c). */
+struct fc_llm_arch_desc;
+fc_status fc_llm_write_keys(fc_gguf_writer *w, const struct fc_llm_arch_desc *d, const fc_llm_hparams *hp);
 
 #endif

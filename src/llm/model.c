@@ -259,6 +259,34 @@ static int rope_scaling(fc_ctx *ctx, fc_gguf *g, const char *path, const char *a
     return -1;
 }
 
+/* The family's switches and the values derived from the read keys (the
+ * attention scale, the sliding layers' base and scale); shared with the
+ * training model (src/llm/lm_model.c), which sets the keys itself. */
+void fc_llm_hparams_switches(fc_llm_hparams *hp, const fc_llm_arch_desc *d) {
+    hp->rope_neox = d->rope_neox;
+    hp->qk_norm = d->qk_norm;
+    hp->attn_bias = d->attn_bias;
+    hp->post_norms = d->post_norms;
+    hp->ffn_gelu = d->ffn_gelu;
+    hp->embd_scale = d->embd_scale ? sqrt((double)(float)hp->n_embd) : 1.0;
+    if (hp->n_swa == 0) hp->swa_pattern = 0;
+    if (!(hp->rope_theta_swa > 0)) hp->rope_theta_swa = hp->rope_theta; /* DERIVED, or a family without one */
+    hp->rope_freq_scale_swa = d->swa_unscaled ? 1.0 : hp->rope_freq_scale;
+    hp->attn_prescale = d->scale_rule != FC_SCALE_HEAD_DIM;
+    switch (d->scale_rule) {
+    case FC_SCALE_HEAD_DIM:
+        hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
+        break;
+    case FC_SCALE_Q_HEAD_DIM: /* ggml_scale(Q, 1.0f / sqrtf(head_dim)): float arithmetic */
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        break;
+    case FC_SCALE_Q_GEMMA:
+        hp->attn_scale = hp->n_layer == d->scale_embd_layers ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                                                             : 1.0f / sqrtf((float)hp->head_dim);
+        break;
+    }
+}
+
 static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparams *hp,
                         const fc_llm_arch_desc **out) {
     const char *arch = NULL;
@@ -322,32 +350,10 @@ static int load_hparams(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_hparam
                 return -1;
         }
     if (rope_scaling(ctx, g, path, a, hp)) return -1;
-    /* the family's switches */
-    hp->rope_neox = d->rope_neox;
-    hp->qk_norm = d->qk_norm;
-    hp->attn_bias = d->attn_bias;
-    hp->post_norms = d->post_norms;
-    hp->ffn_gelu = d->ffn_gelu;
-    hp->embd_scale = d->embd_scale ? sqrt((double)(float)hp->n_embd) : 1.0;
     if (hp->n_swa < 0 || hp->n_swa > INT32_MAX) return bad_hp(ctx, "%s: %s.attention.sliding_window out of range", path, a);
     if (hp->swa_pattern < 0 || hp->swa_pattern > INT32_MAX)
         return bad_hp(ctx, "%s: %s.attention.sliding_window_pattern out of range", path, a);
-    if (hp->n_swa == 0) hp->swa_pattern = 0;
-    if (!(hp->rope_theta_swa > 0)) hp->rope_theta_swa = hp->rope_theta; /* DERIVED, or a family without one */
-    hp->rope_freq_scale_swa = d->swa_unscaled ? 1.0 : hp->rope_freq_scale;
-    hp->attn_prescale = d->scale_rule != FC_SCALE_HEAD_DIM;
-    switch (d->scale_rule) {
-    case FC_SCALE_HEAD_DIM:
-        hp->attn_scale = 1.0 / sqrt((double)hp->head_dim);
-        break;
-    case FC_SCALE_Q_HEAD_DIM: /* ggml_scale(Q, 1.0f / sqrtf(head_dim)): float arithmetic */
-        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
-        break;
-    case FC_SCALE_Q_GEMMA:
-        hp->attn_scale = hp->n_layer == d->scale_embd_layers ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
-                                                             : 1.0f / sqrtf((float)hp->head_dim);
-        break;
-    }
+    fc_llm_hparams_switches(hp, d);
     if (hp->attn_softcap < 0 || hp->final_softcap < 0)
         return bad_hp(ctx, "%s: %s softcapping values must be >= 0", path, a);
     if (!moe) return 0;

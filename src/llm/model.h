@@ -45,6 +45,10 @@ struct fc_llm_model {
  * idle worker (fc_workers_prefetch), so they stream while the calling
  * thread works alone and the matmul starts warm. A hint: results do not
  * depend on it. */
+/* The family's switches and the values derived from the metadata keys
+ * already in hp (src/llm/model.c; the loader and the training model). */
+void fc_llm_hparams_switches(fc_llm_hparams *hp, const struct fc_llm_arch_desc *d);
+
 #define LLM_PREFETCH_BYTES ((size_t)256 << 10)
 void fc_llm_prefetch(fc_ctx *ctx, const fc_tensor *w);
 /* One token's routing (src/llm/moe.c): the softmax of its n_expert router

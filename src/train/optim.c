@@ -219,7 +219,9 @@ int fc_optim_add_group(fc_optim *opt, fc_tensor *const *params, const char *cons
         case FC_OPTIM_SGD: par->rule = FCO_RULE_SGD; break;
         case FC_OPTIM_ADAM: par->rule = FCO_RULE_ADAM; break;
         case FC_OPTIM_ADAMW: par->rule = FCO_RULE_ADAMW; break;
-        case FC_OPTIM_MUON: par->rule = params[i]->rank == 2 ? FCO_RULE_MUON : FCO_RULE_ADAMW; break;
+        case FC_OPTIM_MUON:
+            par->rule = params[i]->rank == 2 && !(g && g->adamw) ? FCO_RULE_MUON : FCO_RULE_ADAMW;
+            break;
         }
     }
     free(nms);

@@ -69,8 +69,9 @@ class MuonRef(torch.optim.Optimizer):
         super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
                                       nesterov=nesterov, ns_steps=ns_steps))
         others = [p for g in self.param_groups for p in g["params"] if p.ndim != 2]
+        # None when every parameter is 2-D (torch rejects an empty param list).
         self.adamw = torch.optim.AdamW(others, lr=lr, betas=adamw_betas, eps=adamw_eps,
-                                       weight_decay=weight_decay, foreach=False)
+                                       weight_decay=weight_decay, foreach=False) if others else None
 
     @torch.no_grad()
     def step(self):
@@ -89,7 +90,8 @@ class MuonRef(torch.optim.Optimizer):
                 update *= max(1, p.size(-2) / p.size(-1)) ** 0.5
                 p.mul_(1 - group["lr"] * group["weight_decay"])
                 p.add_(update, alpha=-group["lr"])
-        self.adamw.step()
+        if self.adamw is not None:
+            self.adamw.step()
 
 
 # ---- optimizer trajectories ---------------------------------------------------------
