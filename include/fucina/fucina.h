@@ -28,5 +28,6 @@
 #include "fucina/sampler.h"
 #include "fucina/chat.h"
 #include "fucina/lm_train.h"
+#include "fucina/tokenizer_train.h"
 
 #endif
