@@ -20,6 +20,9 @@ static const command commands[] = {
     {"chat", fc_cmd_chat, "MODEL.gguf: an interactive chat with the model's chat template"},
     {"serve", fc_cmd_serve, "MODEL.gguf: an OpenAI-compatible HTTP server with a chat page (llama-server's flags)"},
     {"tokenize", fc_cmd_tokenize, "MODEL.gguf -p TEXT: the tokens of a text, as llama-tokenize prints them"},
+    {"train-tokenizer", fc_cmd_train_tokenizer, "-o OUT.gguf FILE...: train a byte-level BPE tokenizer on text files"},
+    {"pretrain", fc_cmd_pretrain, "--tokenizer TOK.gguf --train FILE -o OUT.gguf: train a language model from scratch"},
+    {"sft", fc_cmd_sft, "MODEL.gguf --data CHAT.jsonl -o OUT.gguf: fine-tune on conversations (assistant turns)"},
     {"bench", fc_cmd_bench, "MODEL.gguf: prefill and decode tokens/s (llama-bench's flags)"},
     {"make-model", fc_cmd_make_model, "OUT.gguf: write a random-weight model of any family (llama.cpp's names)"},
     {"demo", fc_cmd_demo, "small end-to-end examples (spirals: train a classifier with each optimizer)"},
@@ -29,7 +32,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: fucina <command> [options]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-15s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\nRun 'fucina <command> --help' for a command's options.\n\n"
                "Environment:\n"
                "  FUCINA_THREADS=N           compute threads (default: the usable cores)\n"
