@@ -27,6 +27,7 @@
 #include "fucina/checkpoint.h"
 #include "fucina/ops.h"
 #include "fucina/optim.h"
+#include "fucina/safetensors.h"
 #include "llm/lm_data.h"
 #include "llm/lm_internal.h"
 
@@ -285,6 +286,30 @@ static int save(fc_ctx *ctx, run *R, const char *path)
     return fc_checkpoint_save(ctx, path, R->opt, meta, 3) == FC_OK ? 0 : -1;
 }
 
+/* A checkpoint continues the run it came from only with the same rows per
+ * step: its seq and batch must be this run's (the data order depends on
+ * both). 0, or -1 with an error naming the key. */
+static int check_resume(fc_ctx *ctx, const char *path, const resolved *r)
+{
+    fc_safetensors *f = fc_safetensors_open(ctx, path, 0);
+    if (!f) return -1;
+    const struct {
+        const char *key;
+        int64_t want;
+    } k[] = {{"fucina.lm.seq", r->seq}, {"fucina.lm.batch", r->batch}};
+    int rc = 0;
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        const char *v = fc_safetensors_meta(f, k[i].key);
+        if (v && strtoll(v, NULL, 10) != k[i].want) {
+            fc_fail(ctx, FC_ERR_INVALID_ARG, "fc_lm_train: %s has %s = %s, this run %lld: resume with the same options",
+                    path, k[i].key, v, (long long)k[i].want);
+            rc = -1;
+        }
+    }
+    fc_safetensors_close(f);
+    return rc;
+}
+
 fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
 {
     static const char *op = "fc_lm_train";
@@ -313,7 +338,9 @@ fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
     }
     int64_t start = 0;
     if (rc == 0 && o->resume_path) {
-        rc = fc_checkpoint_load(ctx, o->resume_path, R.opt) == FC_OK ? 0 : -1;
+        rc = check_resume(ctx, o->resume_path, &R.r) == 0 && fc_checkpoint_load(ctx, o->resume_path, R.opt) == FC_OK
+                 ? 0
+                 : -1;
         start = fc_optim_steps(R.opt);
         if (rc == 0 && start > R.r.steps) {
             fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: %s is at step %lld, past the %lld steps asked for", op,

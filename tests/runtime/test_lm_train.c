@@ -393,6 +393,10 @@ Test(lm_train, loss_falls_and_resume_is_bitwise)
         fc_tensor *p = fc_lm_param(lm, i, &name);
         fct_expect_bits(ctx, p, ctx, fc_lm_param(lm2, i, NULL), name);
     }
+    /* the same checkpoint with another batch size is refused: the rows would differ */
+    o.batch = 8;
+    cr_expect_eq(fc_lm_train(ctx, lm2, &o), FC_ERR_INVALID_ARG);
+    fct_expect_error(ctx, FC_ERR_INVALID_ARG, "run10.safetensors", "fucina.lm.batch");
     fc_lm_free(lm2);
     fc_lm_free(lm);
 }
