@@ -27,8 +27,6 @@
 
 #define MAX_LAYER_TENSORS 24
 
-static fc_tensor **slot(void *base, size_t off) { return (fc_tensor **)((char *)base + off); }
-
 /* What a layer's block needs beside its tensors: the switches, the
  * positions (one per token axis name), and where each input goes. */
 struct fc_lm_layer_job {
@@ -63,7 +61,7 @@ static fc_tensor *layer_block(fc_ctx *ctx, void *user, fc_tensor *const *in, int
     const layer_job *j = user;
     const fc_llm_hparams *hp = j->hp;
     fc_llm_layer L = {0};
-    for (int i = 1; i < n_in; i++) *slot(&L, j->fields[i - 1]) = in[i];
+    for (int i = 1; i < n_in; i++) *fc_llm_slot(&L, j->fields[i - 1]) = in[i];
     fc_tensor *h = in[0];
     const double eps = hp->rms_eps;
 
@@ -91,7 +89,7 @@ static int layer_inputs(const fc_llm_arch_desc *d, const fc_llm_layer *L, layer_
 {
     int n = 0;
     for (int i = 0; i < d->n_layer && n < MAX_LAYER_TENSORS; i++) {
-        fc_tensor *t = *slot((void *)L, d->layer[i].field);
+        fc_tensor *t = *fc_llm_slot((void *)L, d->layer[i].field);
         if (!t) continue;
         j->fields[n] = d->layer[i].field;
         in[1 + n++] = t;

@@ -17,7 +17,15 @@
 #include "llm/arch.h"
 #include "llm/lm_internal.h"
 
-static fc_tensor **slot(void *base, size_t off) { return (fc_tensor **)((char *)base + off); }
+/* The entry's tensors of layer l (-1: the globals), their count, and the
+ * struct their fields are offsets into. */
+static const fc_llm_tensor_spec *specs_of(const fc_llm_model *m, int64_t l, int *n, void **base)
+{
+    const fc_llm_arch_desc *d = m->desc;
+    *n = l < 0 ? d->n_globals : d->n_layer;
+    *base = l < 0 ? (void *)m : (void *)&m->layers[l];
+    return l < 0 ? d->globals : d->layer;
+}
 
 int fc_lm_check_family(fc_ctx *ctx, const char *who, const fc_llm_hparams *hp, const fc_llm_arch_desc *d)
 {
@@ -55,11 +63,11 @@ int fc_lm_collect_params(fc_ctx *ctx, fc_lm *lm)
     }
     /* the loader's order: globals, then layer by layer */
     for (int64_t l = -1; l < m->hp.n_layer; l++) {
-        const fc_llm_tensor_spec *ts = l < 0 ? d->globals : d->layer;
-        const int nt = l < 0 ? d->n_globals : d->n_layer;
-        void *base = l < 0 ? (void *)m : (void *)&m->layers[l];
+        int nt;
+        void *base;
+        const fc_llm_tensor_spec *ts = specs_of(m, l, &nt, &base);
         for (int i = 0; i < nt; i++) {
-            fc_tensor *t = *slot(base, ts[i].field);
+            fc_tensor *t = *fc_llm_slot(base, ts[i].field);
             if (!t || t == m->rope_freqs || (l < 0 && t == m->output && m->hp.tied_output)) continue;
             if (l < 0) snprintf(lm->names[lm->n_params], FC_LM_NAME_MAX, "%s", ts[i].name);
             else snprintf(lm->names[lm->n_params], FC_LM_NAME_MAX, "blk.%d.%s", (int)l, ts[i].name);
@@ -182,9 +190,9 @@ fc_lm *fc_lm_new(fc_ctx *ctx, const char *tokenizer_gguf, const fc_lm_config *cf
     }
     uint64_t k = 0;
     for (int64_t l = -1; l < m->hp.n_layer; l++) {
-        const fc_llm_tensor_spec *ts = l < 0 ? d->globals : d->layer;
-        const int nt = l < 0 ? d->n_globals : d->n_layer;
-        void *base = l < 0 ? (void *)m : (void *)&m->layers[l];
+        int nt;
+        void *base;
+        const fc_llm_tensor_spec *ts = specs_of(m, l, &nt, &base);
         for (int i = 0; i < nt; i++) {
             const fc_llm_tensor_spec *t = &ts[i];
             const uint64_t seed = seed_of(c->seed, ++k); /* drawn for every spec: stable layouts */
@@ -197,7 +205,7 @@ fc_lm *fc_lm_new(fc_ctx *ctx, const char *tokenizer_gguf, const fc_lm_config *cf
                 fc_release(x);
                 goto fail;
             }
-            *slot(base, t->field) = x;
+            *fc_llm_slot(base, t->field) = x;
         }
     }
     if (m->hp.tied_output) m->output = fc_retain(m->tok_embd);
@@ -238,13 +246,12 @@ fc_lm *fc_lm_load(fc_ctx *ctx, const char *path)
     if (!lm->tok_path) fc_fail(ctx, FC_ERR_OOM, "%s: out of memory", op);
     if (!lm->m || fc_lm_check_family(ctx, path, &lm->m->hp, lm->m->desc)) goto fail;
     fc_llm_model *m = lm->m;
-    const fc_llm_arch_desc *d = m->desc;
     for (int64_t l = -1; l < m->hp.n_layer; l++) {
-        const fc_llm_tensor_spec *ts = l < 0 ? d->globals : d->layer;
-        const int nt = l < 0 ? d->n_globals : d->n_layer;
-        void *base = l < 0 ? (void *)m : (void *)&m->layers[l];
+        int nt;
+        void *base;
+        const fc_llm_tensor_spec *ts = specs_of(m, l, &nt, &base);
         for (int i = 0; i < nt; i++) {
-            fc_tensor **s = slot(base, ts[i].field);
+            fc_tensor **s = fc_llm_slot(base, ts[i].field);
             if (!*s || (l < 0 && *s == m->output && m->hp.tied_output)) continue;
             fc_tensor *c = trainable_copy(ctx, path, ts[i].name, *s);
             if (!c) goto fail;

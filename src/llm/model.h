@@ -45,6 +45,9 @@ struct fc_llm_model {
  * idle worker (fc_workers_prefetch), so they stream while the calling
  * thread works alone and the matmul starts warm. A hint: results do not
  * depend on it. */
+/* The tensor slot at byte offset off of a model or layer (a spec's field). */
+static inline fc_tensor **fc_llm_slot(void *base, size_t off) { return (fc_tensor **)((char *)base + off); }
+
 /* The family's switches and the values derived from the metadata keys
  * already in hp (src/llm/model.c; the loader and the training model). */
 void fc_llm_hparams_switches(fc_llm_hparams *hp, const struct fc_llm_arch_desc *d);

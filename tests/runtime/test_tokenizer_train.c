@@ -466,62 +466,30 @@ Test(tokenizer_train, errors)
 
 /* ---- llama.cpp ------------------------------------------------------------------ */
 
-typedef struct llama_model_params (*default_params_fn)(void);
-typedef struct llama_model *(*load_fn)(const char *path, struct llama_model_params params);
-typedef void (*model_free_fn)(struct llama_model *);
-typedef const struct llama_vocab *(*get_vocab_fn)(const struct llama_model *);
-typedef int32_t (*n_tokens_fn)(const struct llama_vocab *);
-typedef int32_t (*tokenize_fn)(const struct llama_vocab *, const char *, int32_t, llama_token *, int32_t, bool, bool);
-typedef int32_t (*detok_fn)(const struct llama_vocab *, const llama_token *, int32_t, char *, int32_t, bool, bool);
-typedef void (*log_cb)(int level, const char *text, void *user);
-typedef void (*log_set_fn)(log_cb cb, void *user);
-
+/* libllama through the shared loader (oracle/llama_abi.h), models loaded vocab_only. */
 typedef struct oracle {
-    load_fn load;
-    model_free_fn model_free;
-    get_vocab_fn get_vocab;
-    n_tokens_fn n_tokens;
-    tokenize_fn tokenize;
-    detok_fn detok;
+    fco_llama_api api;
     struct llama_model_params params;
 } oracle;
-
-static void quiet(int level, const char *text, void *user)
-{
-    (void)level, (void)text, (void)user;
-}
 
 static oracle get_oracle(void)
 {
     const char *why = NULL;
-    if (!fco_ggml_available(&why)) cr_skip_test("llama.cpp oracle unavailable: %s", why);
-    oracle o = {0};
-    default_params_fn defaults = (default_params_fn)fco_llama_sym("llama_model_default_params");
-    o.load = (load_fn)fco_llama_sym("llama_model_load_from_file");
-    o.model_free = (model_free_fn)fco_llama_sym("llama_model_free");
-    o.get_vocab = (get_vocab_fn)fco_llama_sym("llama_model_get_vocab");
-    o.n_tokens = (n_tokens_fn)fco_llama_sym("llama_vocab_n_tokens");
-    o.tokenize = (tokenize_fn)fco_llama_sym("llama_tokenize");
-    o.detok = (detok_fn)fco_llama_sym("llama_detokenize");
-    log_set_fn log_set = (log_set_fn)fco_llama_sym("llama_log_set");
-    if (!defaults || !o.load || !o.model_free || !o.get_vocab || !o.n_tokens || !o.tokenize || !o.detok || !log_set)
-        cr_skip_test("libllama (llama_tokenize & co.) is not available in %s", fco_ggml_dir());
-    log_set(quiet, NULL);
-    o.params = defaults();
-    if (o.params.n_gpu_layers != -1 || o.params.vocab_only || !o.params.use_extra_bufts || o.params.no_alloc)
-        cr_skip_test("llama_model_params of %s does not match include/llama.h", fco_ggml_dir());
+    const fco_llama_api *api = fco_llama_load(&why);
+    if (!api) cr_skip_test("llama.cpp oracle unavailable: %s", why);
+    oracle o = {*api, api->model_defaults()};
     o.params.vocab_only = true;
     return o;
 }
 
 /* Same tokens from llama.cpp and from us, and the same detokenized text. */
-static int same(const oracle *o, const struct llama_vocab *lv, const fc_tokenizer *t, const void *s, size_t n,
+static int same(const oracle *o, const void *lv, const fc_tokenizer *t, const void *s, size_t n,
                 unsigned flags)
 {
     int32_t cap = (int32_t)n + 8;
     llama_token *lt = malloc((size_t)cap * sizeof *lt);
     const bool parse = flags & FC_TOKENIZE_PARSE_SPECIAL;
-    const int32_t nl = o->tokenize(lv, s, (int32_t)n, lt, cap, false, parse);
+    const int32_t nl = o->api.tokenize(lv, s, (int32_t)n, lt, cap, false, parse);
     cr_assert_geq(nl, 0, "llama_tokenize failed (%d)", nl);
     size_t nf;
     fc_token *ft = encode(t, s, n, flags, &nf);
@@ -536,7 +504,7 @@ static int same(const oracle *o, const struct llama_vocab *lv, const fc_tokenize
     if (ok) {
         const int32_t dcap = (int32_t)n * 4 + 64;
         char *lb = malloc((size_t)dcap), *fb;
-        const int32_t ln = o->detok(lv, lt, nl, lb, dcap, false, true);
+        const int32_t ln = o->api.detokenize(lv, lt, nl, lb, dcap, false, true);
         size_t fl;
         cr_assert_eq(fc_detokenize(ctx, t, ft, nf, FC_DETOKENIZE_UNPARSE_SPECIAL, &fb, &fl), FC_OK);
         ok = ln >= 0 && (size_t)ln == fl && !memcmp(lb, fb, fl);
@@ -569,11 +537,11 @@ static void check_llama(const char *pre)
     const char *path = fct_path(dir, "llama.gguf");
     const fc_tokenizer_train_options opt = {.vocab_size = 1000, .pre = pre};
     train_on(text, n, path, &opt, NULL);
-    struct llama_model *m = o.load(path, o.params);
+    struct llama_model *m = o.api.load(path, o.params);
     cr_assert(m, "llama.cpp did not load %s with vocab_only", path);
-    const struct llama_vocab *lv = o.get_vocab(m);
+    const void *lv = o.api.get_vocab(m);
     fc_tokenizer *t = load(path);
-    cr_assert_eq(o.n_tokens(lv), fc_tokenizer_n_vocab(t));
+    cr_assert_eq(o.api.vocab_n_tokens(lv), fc_tokenizer_n_vocab(t));
     int bad = 0;
     for (unsigned f = 0; f < 2; f++) bad += !same(&o, lv, t, text, n, f ? FC_TOKENIZE_PARSE_SPECIAL : 0);
     uint64_t seed = 7;
@@ -587,7 +555,7 @@ static void check_llama(const char *pre)
     bad += !same(&o, lv, t, chat, sizeof chat - 1, FC_TOKENIZE_PARSE_SPECIAL);
     cr_assert_eq(bad, 0, "pre %s: %d texts tokenize differently in llama.cpp", pre ? pre : "llama-bpe", bad);
     fc_tokenizer_free(t);
-    o.model_free(m);
+    o.api.model_free(m);
     free(text);
 }
 
@@ -617,18 +585,18 @@ Test(tokenizer_train, llama_cpp_special_spelled_as_word)
     fc_tokenizer_train_stats st;
     train_on(text, sizeof text - 1, path, &opt, &st);
     cr_assert_geq(st.n_skipped, 1);
-    struct llama_model *m = o.load(path, o.params);
+    struct llama_model *m = o.api.load(path, o.params);
     cr_assert(m, "llama.cpp did not load %s with vocab_only", path);
     fc_tokenizer *t = load(path);
     static const char probe[] = "xyz hello xyz xyzxyz abc";
     for (unsigned f = 0; f < 2; f++)
-        cr_assert(same(&o, o.get_vocab(m), t, probe, sizeof probe - 1, f ? FC_TOKENIZE_PARSE_SPECIAL : 0));
+        cr_assert(same(&o, o.api.get_vocab(m), t, probe, sizeof probe - 1, f ? FC_TOKENIZE_PARSE_SPECIAL : 0));
     size_t nt;
     fc_token *tok = encode(t, probe, sizeof probe - 1, 0, &nt);
     cr_assert_eq(tok[0], fc_tokenizer_n_vocab(t) - 2, "the word 'xyz' is the special token");
     fc_tokens_free(tok);
     fc_tokenizer_free(t);
-    o.model_free(m);
+    o.api.model_free(m);
 }
 
 /* ---- the command ---------------------------------------------------------------- */
