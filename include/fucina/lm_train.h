@@ -124,7 +124,30 @@ typedef struct fc_lm_step_info {
     int64_t tokens_seen;    /* targets trained on since this call began (a resumed run counts from 0) */
     double val_bpb;         /* held-out bits per byte, when this step evaluated (else NaN) */
     double val_loss;        /* held-out mean nats per target (NaN when not evaluated) */
+    double reduce_s;        /* seconds this step spent combining gradients across ranks (0 alone) */
 } fc_lm_step_info;
+
+/* Data parallelism across processes: this process is rank `rank` of `size`
+ * (`fucina pretrain` under mpirun fills it in with MPI; the library only
+ * moves bytes through these functions, each returning 0 on success).
+ *
+ * Rank r computes micro-batches [r A/K, (r+1) A/K) of every global batch
+ * (A = accum, which K = size must divide). Gradients are combined in one
+ * fixed order, the order a single process sums its micro-batches in: rank
+ * 0's running sum goes to rank 1, which adds its micro-batches one by one
+ * and passes it on; the last rank broadcasts the total. So K ranks give
+ * parameters bitwise equal to one process with the same batch and accum
+ * (and the same thread count per process: a kernel's bits depend on none
+ * of these, but Muon's and the GEMMs' must match across the runs compared).
+ * Only rank 0 evaluates and writes checkpoints; every rank reads the whole
+ * data set and computes the same optimizer step. */
+typedef struct fc_lm_parallel {
+    int rank, size;
+    int (*send)(void *user, int to, const void *data, size_t bytes);
+    int (*recv)(void *user, int from, void *data, size_t bytes);
+    int (*broadcast)(void *user, int root, void *data, size_t bytes);
+    void *user;
+} fc_lm_parallel;
 
 typedef enum fc_lm_data_kind {
     FC_LM_DATA_TEXT = 0,    /* documents of plain text ({"text": ...} in JSONL, or whole files) */
@@ -142,7 +165,8 @@ typedef struct fc_lm_train_options {
     int64_t steps;          /* optimizer steps; 0: 200 */
     int64_t seq;            /* tokens per row; 0: 128 (at most the model's n_ctx) */
     int64_t batch;          /* rows per optimizer step (the global batch); 0: 8 */
-    int64_t accum;          /* micro-batches the global batch is split into; 0: 1 (must divide batch) */
+    int64_t accum;          /* micro-batches the global batch is split into; 0: 1, or the ranks' count
+                               under `parallel` (must divide batch; the ranks' count must divide it) */
     double matrix_lr;       /* Muon's lr for the layers' matrices; 0: 0.02 */
     double embed_lr;        /* AdamW's for token_embd; 0: 0.2 x (n_embd/768)^-0.5 */
     double head_lr;         /* AdamW's for output.weight; 0: 0.004 x (n_embd/768)^-0.5 */
@@ -159,6 +183,7 @@ typedef struct fc_lm_train_options {
     const char *save_path;  /* checkpoint file (safetensors); NULL: none */
     int64_t save_every;     /* also every this many steps; 0: at the end only */
     const char *resume_path;/* continue from this checkpoint (its step, optimizer state, data position) */
+    const fc_lm_parallel *parallel; /* NULL (or size 1): this process alone */
 
     void (*on_step)(const fc_lm_step_info *info, void *user);
     void *user;

@@ -21,6 +21,7 @@
 
 #include "cli/cli.h"
 #include "cli/svg_plot.h"
+#include "cli/train_ranks.h"
 #include "fucina/fucina.h"
 #include "fucina/lm_train.h"
 #include "io/atomic_file.h"
@@ -114,7 +115,8 @@ static void help(FILE *f, int sft)
                    "  --tied (share embeddings and output)  --init-seed S\n\n");
     fprintf(f, "training:\n"
                "  --steps N (200)  --seq N tokens per row (128)  --batch N rows per step (8)\n"
-               "  --accum N micro-batches per step (1; divides --batch)  --checkpoint-layers\n"
+               "  --accum N micro-batches per step (1, or the ranks under mpirun; divides --batch)\n"
+               "  --checkpoint-layers (recompute each layer in the backward pass: less memory)\n"
                "  --matrix-lr X (Muon, 0.02)  --embed-lr X (AdamW, 0.2 (n_embd/768)^-0.5)\n"
                "  --head-lr X (AdamW, 0.004 (n_embd/768)^-0.5)  --scalar-lr X (norms, 0.02)\n"
                "  --warmup F (fraction of steps, 0)  --warmdown F (0.2)  --final-lr-frac F (0)  --clip X\n"
@@ -122,9 +124,12 @@ static void help(FILE *f, int sft)
                "  --eval-every N  --eval-tokens N (65536)\n"
                "  --save CKPT.safetensors [--save-every N]  --resume CKPT (same options: continues bit for bit)\n"
                "  --log FILE.csv  --plot FILE.svg (the loss curve)  -t/--threads N  --quiet\n"
+               "data parallelism: mpirun -np K fucina %s ... (each rank takes accum/K micro-batches;\n"
+               "  the result equals one process's bit for bit; rank 0 logs, evaluates and writes)\n"
                "output:\n"
                "  -o/--output OUT.gguf  --dtype f32|f16|bf16 (f32; then fucina quantize)\n"
-               "Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
+               "Exit status: 0 done, 1 failure, 2 bad usage or input.\n",
+            sft ? "sft" : "pretrain");
 }
 
 static int set_opt(const char *cmd, train_cli *c, const opt *op, const char *v)
@@ -216,8 +221,9 @@ static void on_step(const fc_lm_step_info *in, void *user)
     if (p->log) {
         fprintf(p->log, "%lld,%.6f,%.6f,%.1f,%lld", (long long)in->step, in->loss, in->lr_scale, in->tokens_per_s,
                 (long long)in->tokens_seen);
-        if (!isnan(in->val_loss)) fprintf(p->log, ",%.6f,%.6f\n", in->val_loss, in->val_bpb);
-        else fputs(",,\n", p->log);
+        if (!isnan(in->val_loss)) fprintf(p->log, ",%.6f,%.6f", in->val_loss, in->val_bpb);
+        else fputs(",,", p->log);
+        fprintf(p->log, ",%.6f\n", in->reduce_s);
     }
     if (p->quiet) return;
     const double el = now_s() - p->t0, frac = (double)in->step / (double)in->steps;
@@ -287,11 +293,21 @@ static int train_main(int argc, char **argv, int sft)
             return 2;
         }
     }
+    cli_ranks ranks;
+    if (cli_ranks_begin(cmd, &ranks)) return 2;
+    const int lead = ranks.par.rank == 0; /* only the first rank prints progress and writes files */
+    char who[48];
+    if (lead) snprintf(who, sizeof who, "%s", cmd);
+    else snprintf(who, sizeof who, "%s (rank %d)", cmd, ranks.par.rank);
+    cmd = who;
+    if (!lead) c.out = c.plot = c.log = NULL, c.quiet = 1; /* checkpoints: fc_lm_train saves on rank 0 only */
+    if (ranks.par.size > 1) c.o.parallel = &ranks.par;
     char err[256];
     fc_ctx_options co = {.threads = (int)c.threads};
     fc_ctx *ctx = fc_ctx_new(c.threads > 0 ? &co : NULL, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "fucina %s: %s\n", cmd, err);
+        cli_ranks_end(&ranks, 1);
         return 1;
     }
     int rc = 1;
@@ -300,7 +316,7 @@ static int train_main(int argc, char **argv, int sft)
     /* destinations that cannot be written fail now, not after the training */
     const char *dests[] = {c.out, c.o.save_path, c.plot};
     for (int k = 0; k < 3; k++)
-        if (dests[k] && !fc_atomic_check_dest(ctx, cmd, dests[k])) {
+        if (lead && dests[k] && !fc_atomic_check_dest(ctx, cmd, dests[k])) {
             fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
             rc = 2;
             goto done;
@@ -310,7 +326,7 @@ static int train_main(int argc, char **argv, int sft)
         rc = 2;
         goto done;
     }
-    if (pg.log) fputs("step,loss,lr_scale,tokens_per_s,tokens_seen,val_loss,val_bpb\n", pg.log);
+    if (pg.log) fputs("step,loss,lr_scale,tokens_per_s,tokens_seen,val_loss,val_bpb,reduce_s\n", pg.log);
     lm = sft ? fc_lm_load(ctx, c.model) : fc_lm_new(ctx, c.tokenizer, &c.cfg);
     if (!lm) {
         fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
@@ -339,7 +355,7 @@ static int train_main(int argc, char **argv, int sft)
         rc = st == FC_ERR_INVALID_ARG || st == FC_ERR_FORMAT || st == FC_ERR_IO || st == FC_ERR_UNSUPPORTED ? 2 : 1;
         goto done;
     }
-    if (fc_lm_save_gguf(ctx, lm, c.out, dt) != FC_OK) {
+    if (c.out && fc_lm_save_gguf(ctx, lm, c.out, dt) != FC_OK) {
         fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
         goto done;
     }
@@ -352,7 +368,7 @@ static int train_main(int argc, char **argv, int sft)
             goto done;
         }
     }
-    if (!c.quiet)
+    if (!c.quiet && c.out)
         fprintf(stderr, "fucina %s: wrote %s (%s) in %.1f s\n", cmd, c.out, fc_dtype_name(dt), now_s() - pg.t0);
     rc = 0;
 done:
@@ -363,6 +379,7 @@ done:
     free(pg.step), free(pg.loss), free(pg.vstep), free(pg.vloss);
     fc_lm_free(lm);
     fc_ctx_free(ctx);
+    cli_ranks_end(&ranks, rc);
     return rc;
 }
 

@@ -12,9 +12,10 @@
  * before any forward), so the gradient of a global batch does not depend
  * on how it is split into micro-batches up to float summation order, and a
  * run is a pure function of (model, data, options, thread count): the rows
- * a step reads come from the step number alone (lm_data.h) and the
+ * a step reads come from the step number alone (lm_data.h), the
+ * micro-batches' gradients are summed in one order (lm_grads.h) and the
  * optimizer is deterministic (optim.h), so a checkpoint resumes bit for
- * bit. */
+ * bit and K data-parallel ranks reproduce one process. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "fucina/optim.h"
 #include "fucina/safetensors.h"
 #include "llm/lm_data.h"
+#include "llm/lm_grads.h"
 #include "llm/lm_internal.h"
 
 #define IGNORE (-100)
@@ -137,7 +139,9 @@ static int resolve(fc_ctx *ctx, const fc_lm *lm, const fc_lm_train_options *o, r
     r->seq = o->seq > 0 ? o->seq : 128;
     if (r->seq > lm->m->hp.n_ctx_train) r->seq = lm->m->hp.n_ctx_train;
     r->batch = o->batch > 0 ? o->batch : 8;
-    r->accum = o->accum > 0 ? o->accum : 1;
+    const fc_lm_parallel *par = o->parallel;
+    const int ranks = par && par->size > 1 ? par->size : 1;
+    r->accum = o->accum > 0 ? o->accum : ranks;
     r->eval_every = o->eval_every;
     r->eval_tokens = o->eval_tokens > 0 ? o->eval_tokens : 65536;
     r->save_every = o->save_every;
@@ -147,7 +151,16 @@ static int resolve(fc_ctx *ctx, const fc_lm *lm, const fc_lm_train_options *o, r
     r->seed = o->seed ? o->seed : 1;
     const char *bad = NULL;
     if (o->steps < 0 || o->seq < 0 || o->batch < 0 || o->accum < 0) bad = "steps, seq, batch and accum must be >= 0";
+    else if (par && (par->size < 1 || par->rank < 0 || par->rank >= par->size))
+        bad = "parallel: rank must be in [0, size)";
+    else if (ranks > 1 && (!par->send || !par->recv || !par->broadcast))
+        bad = "parallel: send, recv and broadcast are needed with more than one rank";
     else if (r->batch % r->accum) bad = "accum must divide batch";
+    else if (r->accum % ranks) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: accum (%lld) must be a multiple of the number of ranks (%d): each rank "
+                "takes an equal share of the micro-batches", op, (long long)r->accum, ranks);
+        return -1;
+    }
     else if (!(r->warmup >= 0 && r->warmdown >= 0 && r->warmup + r->warmdown <= 1))
         bad = "warmup and warmdown are fractions of the steps, together at most 1";
     else if (!(r->final_frac >= 0 && r->final_frac <= 1)) bad = "final_lr_frac must be in [0, 1]";
@@ -178,10 +191,14 @@ typedef struct run {
     int n_groups;
     int32_t *in, *out; /* the global batch's rows */
     fc_lm_forward_options fwd;
+    const fc_lm_parallel *par; /* NULL: alone */
+    int rank, ranks;
+    lm_grads grads;
+    double reduce_s; /* the last step's time combining the ranks' gradients */
 } run;
 
 /* Forward and backward of one micro-batch of rows [r0, r0 + n): its summed
- * loss into *sum; gradients of loss * scale accumulated. */
+ * loss into *sum; gradients of loss * scale into the (zeroed) gradients. */
 static int micro_batch(fc_ctx *ctx, run *R, int64_t r0, int64_t n, double scale, double *sum)
 {
     const int64_t seq = R->r.seq;
@@ -191,7 +208,7 @@ static int micro_batch(fc_ctx *ctx, run *R, int64_t r0, int64_t n, double scale,
     fc_tensor *y = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", n}, {"seq", seq}), R->out + r0 * seq, bytes);
     fc_tensor *loss = x && y ? fc_lm_loss(ctx, R->lm, x, y, &R->fwd) : NULL;
     fc_status st = loss ? fc_backward(ctx, fc_mul_scalar(ctx, loss, scale)) : fc_ctx_status(ctx);
-    if (st == FC_OK) *sum += fc_tensor_item(loss);
+    if (st == FC_OK) *sum = fc_tensor_item(loss);
     fc_scope_end(ctx, sc);
     return st == FC_OK ? 0 : -1;
 }
@@ -208,10 +225,21 @@ static int train_step(fc_ctx *ctx, run *R, int64_t step, double *loss, int64_t *
     int64_t n = 0;
     for (int64_t i = 0; i < r->batch * seq; i++) n += R->out[i] != IGNORE;
     *n_targets = n;
+    /* this rank's share of the micro-batches, then the ranks' sum in order */
+    const int64_t mb = r->batch / r->accum, per = r->accum / R->ranks, first = R->rank * per;
     double sum = 0;
-    const int64_t mb = r->batch / r->accum;
-    for (int64_t a = 0; a < r->accum && n > 0; a++)
-        if (micro_batch(ctx, R, a * mb, mb, 1.0 / (double)n, &sum)) return -1;
+    R->reduce_s = 0;
+    if (n > 0) {
+        for (int64_t a = 0; a < per; a++) {
+            double part = 0;
+            if (micro_batch(ctx, R, (first + a) * mb, mb, 1.0 / (double)n, &part) ||
+                lm_grads_take(ctx, &R->grads, (int)a, part))
+                return -1;
+        }
+        const double t0 = now_s();
+        if (lm_grads_finish(ctx, &R->grads, R->par, &sum)) return -1;
+        R->reduce_s = now_s() - t0;
+    }
     *loss = n > 0 ? sum / (double)n : NAN;
     if (R->o->clip > 0) fc_optim_clip_grad_norm(R->opt, R->o->clip);
     const double f = fc_lm_lr_factor(step, r->steps, r->warmup, r->warmdown, r->final_frac);
@@ -318,8 +346,13 @@ fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: NULL %s", op, lm ? "options" : "model");
         return FC_ERR_INVALID_ARG;
     }
-    run R = {.lm = lm, .o = o, .fwd = {.checkpoint = o->checkpoint_layers}};
+    run R = {.lm = lm, .o = o, .fwd = {.checkpoint = o->checkpoint_layers}, .ranks = 1};
     if (resolve(ctx, lm, o, &R.r)) return fc_ctx_status(ctx);
+    if (o->parallel && o->parallel->size > 1) {
+        R.par = o->parallel;
+        R.rank = R.par->rank;
+        R.ranks = R.par->size;
+    }
     const char *field = o->jsonl_field ? o->jsonl_field : "text";
     int rc = lm_data_load(ctx, &R.train, lm, o->data, o->train_files, o->n_train_files, field, R.r.seq, R.r.seed);
     if (rc == 0 && o->val_files && o->n_val_files > 0) {
@@ -336,6 +369,8 @@ fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
         R.opt = make_optimizer(ctx, lm, o, R.group_lr, &R.n_groups);
         rc = R.opt ? 0 : -1;
     }
+    if (rc == 0)
+        rc = lm_grads_init(ctx, &R.grads, lm->params, lm->n_params, (int)(R.r.accum / R.ranks), R.rank);
     int64_t start = 0;
     if (rc == 0 && o->resume_path) {
         rc = check_resume(ctx, o->resume_path, &R.r) == 0 && fc_checkpoint_load(ctx, o->resume_path, R.opt) == FC_OK
@@ -359,14 +394,16 @@ fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
         info.tokens_seen = seen;
         info.tokens_per_s = dt > 0 ? (double)n / dt : 0;
         info.lr_scale = fc_lm_lr_factor(s, R.r.steps, R.r.warmup, R.r.warmdown, R.r.final_frac);
-        const int last = s + 1 == R.r.steps;
-        if (rc == 0 && R.has_val && (last || (R.r.eval_every && (s + 1) % R.r.eval_every == 0)))
+        info.reduce_s = R.reduce_s;
+        const int last = s + 1 == R.r.steps, lead = R.rank == 0; /* only the first rank evaluates and saves */
+        if (rc == 0 && lead && R.has_val && (last || (R.r.eval_every && (s + 1) % R.r.eval_every == 0)))
             rc = evaluate(ctx, &R, &info.val_loss, &info.val_bpb);
-        if (rc == 0 && o->save_path && (last || (R.r.save_every && (s + 1) % R.r.save_every == 0)))
+        if (rc == 0 && lead && o->save_path && (last || (R.r.save_every && (s + 1) % R.r.save_every == 0)))
             rc = save(ctx, &R, o->save_path);
         if (rc == 0 && o->on_step) o->on_step(&info, o->user);
     }
     fc_optim_free(R.opt);
+    lm_grads_free(&R.grads);
     lm_data_free(&R.train);
     lm_data_free(&R.val);
     free(R.in);

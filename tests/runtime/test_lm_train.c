@@ -10,13 +10,16 @@
  * and the loop's promises: activation checkpointing gives the same bits,
  * the loss falls, a resumed run is bitwise the uninterrupted one, and bad
  * inputs get errors naming the thing. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fct.h"
 #include "fct_golden.h"
@@ -418,6 +421,110 @@ Test(lm_train, accumulation_matches_one_batch)
         cr_expect_leq(fabs(a.loss[i] - b.loss[i]), 1e-4 * a.loss[i], "step %d: loss %.9g in one batch, %.9g in four",
                       i + 1, a.loss[i], b.loss[i]);
     fc_lm_free(lm2);
+    fc_lm_free(lm);
+}
+
+/* ---- data parallelism ---------------------------------------------------------------- */
+
+/* Two ranks in two processes joined by a socket pair: the byte transport
+ * fc_lm_parallel asks for, with no MPI (cli_mpi runs the same through
+ * OpenMPI). */
+typedef struct pair_link {
+    int fd;
+} pair_link;
+
+static int pair_send(void *user, int to, const void *data, size_t bytes)
+{
+    (void)to;
+    const char *p = data;
+    while (bytes) {
+        const ssize_t k = write(((pair_link *)user)->fd, p, bytes);
+        if (k <= 0) return -1;
+        p += k, bytes -= (size_t)k;
+    }
+    return 0;
+}
+
+static int pair_recv(void *user, int from, void *data, size_t bytes)
+{
+    (void)from;
+    char *p = data;
+    while (bytes) {
+        const ssize_t k = read(((pair_link *)user)->fd, p, bytes);
+        if (k <= 0) return -1;
+        p += k, bytes -= (size_t)k;
+    }
+    return 0;
+}
+
+static int pair_rank; /* this process's rank: broadcast sends from the root, receives elsewhere */
+
+static int pair_broadcast(void *user, int root, void *data, size_t bytes)
+{
+    return root == pair_rank ? pair_send(user, 1 - root, data, bytes) : pair_recv(user, root, data, bytes);
+}
+
+/* 2 ranks x 2 micro-batches of 2 rows give the parameters and losses of one
+ * process running the batch of 8 in 4 micro-batches, bit for bit (each rank
+ * one thread, like the suite's context). */
+Test(lm_train, two_ranks_equal_one_process)
+{
+    const char *tok = make_model("qwen3", "tok.gguf", 0);
+    const char *train = write_corpus("train.jsonl", 100, 7);
+    const char *one = keep_path("one.gguf"), *rank1 = keep_path("rank1.gguf"), *rank0 = keep_path("rank0.gguf");
+    log_steps a = {0}, b = {0};
+    fc_lm_train_options o = {.train_files = &train, .n_train_files = 1, .steps = 6, .seq = 16, .batch = 8,
+                             .accum = 4, .on_step = on_step, .user = &a};
+    fc_lm *lm = small_model(tok);
+    cr_assert_eq(fc_lm_train(ctx, lm, &o), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_lm_save_gguf(ctx, lm, one, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_lm_free(lm);
+
+    int sv[2];
+    cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    pair_rank = pid == 0;
+    pair_link link = {.fd = sv[pid == 0]};
+    close(sv[pid != 0]);
+    const fc_lm_parallel par = {.rank = pair_rank, .size = 2, .send = pair_send, .recv = pair_recv,
+                                .broadcast = pair_broadcast, .user = &link};
+    o.parallel = &par;
+    o.user = &b;
+    if (pid == 0) { /* rank 1: its own context (the parent's worker threads are not in this process) */
+        fc_ctx *c = fc_ctx_new(&(fc_ctx_options){.threads = 1}, NULL, 0);
+        fc_lm *l = c ? fc_lm_new(c, tok, &(fc_lm_config){.n_embd = 64, .n_layer = 2, .n_head = 2, .n_ctx = 64,
+                                                          .seed = 5})
+                     : NULL;
+        const int ok = l && fc_lm_train(c, l, &o) == FC_OK && fc_lm_save_gguf(c, l, rank1, FC_F32) == FC_OK;
+        if (!ok && c) fprintf(stderr, "rank 1: %s\n", fc_ctx_error(c));
+        _exit(ok ? 0 : 1);
+    }
+    lm = small_model(tok);
+    const fc_status st = fc_lm_train(ctx, lm, &o);
+    close(link.fd);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    cr_assert_eq(st, FC_OK, "rank 0: %s", fc_ctx_error(ctx));
+    cr_assert(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "rank 1 failed (status %d)", wst);
+    cr_assert_eq(fc_lm_save_gguf(ctx, lm, rank0, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_lm_free(lm);
+    cr_assert_eq(b.n, 6);
+    for (int i = 0; i < 6; i++)
+        cr_expect(a.loss[i] == b.loss[i], "step %d: loss %.9g in one process, %.9g on two ranks", i + 1, a.loss[i],
+                  b.loss[i]);
+    size_t n1, n0, nr;
+    unsigned char *f1 = fct_read_file(one, &n1), *f0 = fct_read_file(rank0, &n0), *fr = fct_read_file(rank1, &nr);
+    cr_expect(n1 == n0 && !memcmp(f1, f0, n1), "rank 0's model differs from one process's");
+    cr_expect(n1 == nr && !memcmp(f1, fr, n1), "rank 1's model differs from one process's");
+    free(f1), free(f0), free(fr);
+
+    /* the ranks must share the micro-batches equally */
+    o.accum = 3, o.batch = 6, o.parallel = &par, o.user = NULL, o.on_step = NULL;
+    lm = small_model(tok);
+    cr_expect_eq(fc_lm_train(ctx, lm, &o), FC_ERR_INVALID_ARG);
+    fct_expect_error(ctx, FC_ERR_INVALID_ARG, "accum (3)", "number of ranks (2)");
     fc_lm_free(lm);
 }
 
