@@ -5,7 +5,8 @@
  *     optimizer steps of the recipe (Muon + AdamW groups);
  *   - the inference forward (src/llm/forward.c) on the same weights, for
  *     each trainable family, and after a GGUF export and reload;
- *   - llama.cpp (the oracle) on an exported model: logits and greedy tokens;
+ *   - llama.cpp (the oracle) on an exported model, f32 and quantized to Q8_0:
+ *     logits and greedy tokens;
  *   - finite differences (fc_gradcheck) on a tiny configuration;
  * and the loop's promises: activation checkpointing gives the same bits,
  * the loss falls, a resumed run is bitwise the uninterrupted one, and bad
@@ -555,6 +556,22 @@ Test(lm_train, exported_model_matches_llama_cpp)
     lp_compare(ours, ref, n, nv, 1e-5, 0.0, 0, "trained qwen3");
     const int steps = lp_greedy(ctx, &o, path, m, toks, n, 24, 1e-5, "trained qwen3");
     cr_log_info("trained model: greedy %d/24 identical to llama.cpp", steps);
+    free(ref), free(ours);
+    fc_llm_model_free(m);
+
+    /* then `fucina quantize`'s Q8_0: the bound of the Q8_0 parity tests */
+    char qpath[512];
+    snprintf(qpath, sizeof qpath, "%s", fct_path(dir, "trained-q8_0.gguf"));
+    fc_quantize_options qo = fc_quantize_default_options();
+    qo.type = "Q8_0";
+    cr_assert_eq(fc_gguf_quantize(ctx, path, qpath, &qo, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    m = fc_llm_model_load(ctx, qpath);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    ref = lp_oracle_logits(&o, qpath, toks, n, n - 3, nv);
+    ours = lp_our_logits(ctx, m, toks, n, n - 3);
+    lp_compare(ours, ref, n, nv, 2e-2, 0.0, 0, "trained qwen3 Q8_0");
+    const int qsteps = lp_greedy(ctx, &o, qpath, m, toks, n, 24, 2e-2, "trained qwen3 Q8_0");
+    cr_log_info("trained model in Q8_0: greedy %d/24 identical to llama.cpp", qsteps);
     free(ref), free(ours);
     fc_tokens_free(toks);
     fc_llm_model_free(m);
