@@ -16,6 +16,7 @@ typedef int32_t llama_pos;
 typedef int32_t llama_seq_id;
 struct llama_model;
 struct llama_context;
+struct llama_adapter_lora;
 typedef bool (*llama_progress_callback)(float progress, void *user_data);
 struct llama_model_params {
     void **devices;
@@ -133,6 +134,14 @@ typedef struct fco_llama_api {
      * positions each sequence got), llama_vocab_is_eog */
     uint32_t (*n_ctx_seq)(const struct llama_context *);
     bool (*vocab_is_eog)(const void *vocab, llama_token token);
+    /* LoRA adapters (tests/runtime/test_lora.c), resolved optionally: NULL
+     * when the release lacks them (older ones set one adapter at a time with
+     * llama_set_adapter_lora). llama_adapter_lora_init loads an adapter for a
+     * model (freed with the model); llama_set_adapters_lora replaces the
+     * context's set with n adapters and their scales (0 on success). */
+    struct llama_adapter_lora *(*adapter_lora_init)(struct llama_model *, const char *path_lora);
+    int32_t (*set_adapters_lora)(struct llama_context *, struct llama_adapter_lora **adapters, size_t n_adapters,
+                                 float *scales);
 } fco_llama_api;
 
 /* enum ggml_type values used for type_k / type_v */

@@ -56,6 +56,9 @@ static void load_once(void) {
     RESOLVE(detokenize, "llama_detokenize");
     RESOLVE(n_ctx_seq, "llama_n_ctx_seq");
     RESOLVE(vocab_is_eog, "llama_vocab_is_eog");
+    /* optional: tests that need them skip when they are NULL */
+    *(void **)&api.adapter_lora_init = fco_llama_sym("llama_adapter_lora_init");
+    *(void **)&api.set_adapters_lora = fco_llama_sym("llama_set_adapters_lora");
     void (*log_set)(log_cb, void *);
     *(void **)&log_set = fco_llama_sym("llama_log_set");
     void *(*cpu_reg)(void);

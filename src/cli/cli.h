@@ -7,6 +7,7 @@
 int fc_cmd_info(int argc, char **argv);
 int fc_cmd_demo(int argc, char **argv);
 int fc_cmd_quantize(int argc, char **argv);
+int fc_cmd_export_lora(int argc, char **argv);
 int fc_cmd_make_model(int argc, char **argv);
 int fc_cmd_run(int argc, char **argv);
 int fc_cmd_chat(int argc, char **argv);

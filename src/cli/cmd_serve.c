@@ -36,13 +36,18 @@ static void help(FILE *f) {
             "  --max-body BYTES      request body limit, 413 beyond (default 8388608)\n"
             "  --max-header BYTES    memory for a request's line and headers (default 65536)\n"
             "  -to, --timeout S      close a connection idle for S seconds (default 600)\n"
-            "  --mmap | --no-mmap    how the weights reach memory (default: by size)\n\n"
+            "  --mmap | --no-mmap    how the weights reach memory (default: by size)\n"
+            "  --lora FILE           a LoRA adapter (llama.cpp's GGUF format) for every request (repeatable)\n"
+            "  --lora-scaled FILE S  ... with the user scale S (repeatable)\n\n"
             "SIGINT / SIGTERM: stop accepting, end the requests in flight, exit 0.\n"
             "Exit status: 0 stopped by a signal, 1 failure, 2 bad usage.\n",
             "chatml, qwen3, llama3, mistral-v1/-v3/-v3-tekken/-v7, gemma, phi3, llama2...");
 }
 
 #ifdef FUCINA_HAVE_SERVE
+/* --lora / --lora-scaled go through fc_cli_gen_arg, which stops at FC_CLI_MAX_LORA */
+_Static_assert(SRV_MAX_LORA >= FC_CLI_MAX_LORA, "the server takes every adapter the option parser does");
+
 static int need(int argc, char **argv, int i) {
     if (i + 1 < argc) return 0;
     fprintf(stderr, "fucina serve: %s needs a value (see --help)\n", argv[i]);
@@ -67,6 +72,7 @@ int fc_cmd_serve(int argc, char **argv) {
         .timeout_s = 600,
     };
     long v;
+    fc_cli_gen_args lora = fc_cli_gen_args_default(0); /* --lora / --lora-scaled, parsed as run's */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
 #define IS(x) (!strcmp(a, x))
@@ -144,6 +150,10 @@ int fc_cmd_serve(int argc, char **argv) {
             const char *x = VALUE();
             if (!x || num(a, x, 1, 86400, &v)) return 2;
             o.timeout_s = (int)v;
+        } else if (IS("--lora") || IS("--lora-scaled")) {
+            if (fc_cli_gen_arg("serve", argc, argv, &i, &lora) < 0) return 2;
+            o.lora_path[o.n_lora] = lora.lora[lora.n_lora - 1].path;
+            o.lora_scale[o.n_lora++] = lora.lora[lora.n_lora - 1].scale;
         } else if (IS("--mmap")) {
             o.mmap = 1;
         } else if (IS("--no-mmap")) {

@@ -9,6 +9,7 @@
 #include "cli/gen_args.h"
 #include "cli/progress.h"
 #include "fucina/grammar.h"
+#include "fucina/lora.h"
 
 const char fc_cli_gen_args_help[] =
     "  -n N                 tokens to generate\n"
@@ -28,7 +29,9 @@ const char fc_cli_gen_args_help[] =
     "  --grammar GBNF       constrain the output to a GBNF grammar (llama.cpp's dialect)\n"
     "  --grammar-file FILE  ... read from FILE\n"
     "  -j, --json-schema S  constrain the output to JSON valid under the JSON Schema S\n"
-    "  -jf, --json-schema-file FILE  ... read from FILE\n";
+    "  -jf, --json-schema-file FILE  ... read from FILE\n"
+    "  --lora FILE          apply a LoRA adapter (llama.cpp's GGUF format; repeatable)\n"
+    "  --lora-scaled FILE S ... with the user scale S (repeatable; --lora is S = 1)\n";
 
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen) {
     fc_cli_gen_args g = {.sp = fc_sampler_default_params(), .n_gen = n_gen, .kv_type = FC_F16};
@@ -73,6 +76,28 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
             return -1;
         }
         g->mmap = want_mmap;
+        return 1;
+    }
+    const int lora = !strcmp(a, "--lora") ? 1 : !strcmp(a, "--lora-scaled") ? 2 : 0;
+    if (lora) { /* a FILE, and with --lora-scaled its SCALE */
+        if (*i + lora >= argc) {
+            fprintf(stderr, "fucina %s: %s needs %s\n", cmd, a, lora == 1 ? "a FILE" : "a FILE and a SCALE");
+            return -1;
+        }
+        if (g->n_lora == FC_CLI_MAX_LORA) {
+            fprintf(stderr, "fucina %s: %s: at most %d adapters\n", cmd, a, FC_CLI_MAX_LORA);
+            return -1;
+        }
+        const char *file = argv[*i + 1];
+        float scale = 1.0f;
+        if (lora == 2 && fc_cli_parse_float(argv[*i + 2], -1e6, 1e6, &scale)) {
+            fprintf(stderr, "fucina %s: %s %s: the scale '%s' is not a number in [-1e6, 1e6]\n", cmd, a, file,
+                    argv[*i + 2]);
+            return -1;
+        }
+        g->lora[g->n_lora].path = file;
+        g->lora[g->n_lora++].scale = scale;
+        *i += lora;
         return 1;
     }
     int k = -1;
@@ -163,7 +188,19 @@ fc_llm_model *fc_cli_model_load(fc_ctx *ctx, const char *path, const fc_cli_gen_
     const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = g->mmap};
     fc_llm_model *m = fc_llm_model_load_ex(ctx, path, &lo);
     fc_cli_progress_done(&bar);
-    return m;
+    if (!m || !g->n_lora) return m;
+    fc_llm_lora *ad[FC_CLI_MAX_LORA] = {0};
+    float scales[FC_CLI_MAX_LORA];
+    int ok = 1;
+    for (int i = 0; i < g->n_lora && ok; i++) {
+        scales[i] = g->lora[i].scale;
+        ok = (ad[i] = fc_llm_lora_load(ctx, m, g->lora[i].path)) != NULL;
+    }
+    ok = ok && fc_llm_model_set_loras(ctx, m, ad, scales, (size_t)g->n_lora) == FC_OK;
+    for (int i = 0; i < g->n_lora; i++) fc_llm_lora_free(ad[i]); /* the model keeps what it needs */
+    if (ok) return m;
+    fc_llm_model_free(m);
+    return NULL;
 }
 
 fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_cli_gen_args *g, int64_t n_ctx) {

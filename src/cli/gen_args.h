@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Options shared by `fucina run` and `fucina chat`: the sampler's, --threads,
- * --ctx, the KV type and --mmap / --no-mmap, parsed strictly (a number must
+ * --ctx, the KV type, --mmap / --no-mmap and the LoRA adapters (--lora,
+ * --lora-scaled, as llama.cpp's), parsed strictly (a number must
  * be the whole argument: "12x" and "" are errors, as are out-of-range
  * values). */
 #ifndef FC_CLI_GEN_ARGS_H
@@ -8,6 +9,8 @@
 
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
+
+#define FC_CLI_MAX_LORA 32 /* --lora / --lora-scaled adapters per command */
 
 typedef struct fc_cli_gen_args {
     fc_sampler_params sp; /* starts greedy (temp 0) with llama.cpp's other defaults, seed 0 */
@@ -20,6 +23,12 @@ typedef struct fc_cli_gen_args {
      * --grammar TEXT, --grammar-file FILE, -j/--json-schema TEXT, -jf/--json-schema-file FILE */
     const char *grammar_opt; /* the option given, for messages */
     const char *grammar_arg; /* its value */
+    /* --lora FILE (scale 1) and --lora-scaled FILE SCALE, in the order given */
+    struct {
+        const char *path;
+        float scale;
+    } lora[FC_CLI_MAX_LORA];
+    int n_lora;
 } fc_cli_gen_args;
 
 /* Defaults: greedy, n_gen as given, n_ctx 0, threads 0, mmap 0. */
@@ -40,7 +49,8 @@ int fc_cli_model_arg(const char *cmd, const char *a, const char **path);
 fc_ctx *fc_cli_ctx_new(const char *cmd, const fc_cli_gen_args *g);
 
 /* Loads the model as g's --mmap / --no-mmap say, with a progress bar on a
- * terminal; NULL + error in ctx. */
+ * terminal, and sets g's LoRA adapters on it; NULL + error in ctx (an
+ * adapter's names its file, the key or tensor and the reason). */
 fc_llm_model *fc_cli_model_load(fc_ctx *ctx, const char *path, const fc_cli_gen_args *g);
 
 /* A session of n_ctx positions with the KV type of g; NULL + error in ctx. */

@@ -92,6 +92,7 @@ typedef struct rows {
     float *cs, *sn;         /* [n, rot/2] global layers */
     float *cs_w, *sn_w;     /* [n, rot/2] sliding layers */
     float *mx;              /* moe_floats */
+    const fc_llm_lora_set *lora; /* the model's adapters, NULL when none */
 } rows;
 
 static void carve(rows *r, float *p, const fc_llm_hparams *hp, int64_t n) {
@@ -121,8 +122,8 @@ static fc_qmatmul_args one_row(const float *a, int64_t cols, const fc_tensor *w,
                              .c = y, .ldc = nw};
 }
 
-static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc_tensor *const *w, float *const *y,
-                   int n) {
+static int project_base(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc_tensor *const *w,
+                        float *const *y, int n) {
     fc_workers *wk = fc_ctx_workers(ctx);
     fc_qmatmul_args g[4];
     int all_block = n_rows == 1 && n <= 4;
@@ -149,6 +150,21 @@ static int project(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t cols, fc
                                 .btype = dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32,
                                 .rsb = 1, .csb = cols, .c = y[i], .ldc = nw, .accumulate = 0};
         if (fc_gemm_f32(wk, &f) != 0) return -1;
+    }
+    return 0;
+}
+
+/* The base products, then each weight's LoRA deltas when the model has
+ * adapters set (src/llm/lora_apply.c): every projection of every path comes
+ * through here, so prefill, decode and batches apply them alike; without
+ * adapters the cost is the one NULL test. */
+static int project(fc_ctx *ctx, const fc_llm_lora_set *lora, const float *a, int64_t n_rows, int64_t cols,
+                   fc_tensor *const *w, float *const *y, int n) {
+    if (project_base(ctx, a, n_rows, cols, w, y, n) != 0) return -1;
+    if (!lora) return 0;
+    for (int i = 0; i < n; i++) {
+        const fc_llm_lora_delta *d = fc_llm_lora_find(lora, w[i]);
+        if (d && fc_llm_lora_apply(ctx, d, a, n_rows, cols, y[i], fc_tensor_dim(w[i], 0)) != 0) return -1;
     }
     return 0;
 }
@@ -369,7 +385,7 @@ static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, co
     const int64_t n = b->n, E = hp->n_embd, NX = hp->n_expert, KU = hp->n_expert_used, FX = hp->n_ff_exp;
     float *lg = b->mx, *w = lg + n * NX, *acc = w + n * KU, *gath = acc + n * KU * E, *probs = gath + n * E;
     int32_t *sel = (int32_t *)(probs + NX), *idx = sel + n * KU;
-    if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
+    if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
     for (int64_t t = 0; t < n; t++) fc_llm_moe_route(lg + t * NX, NX, KU, probs, sel + t * KU, w + t * KU);
     for (int64_t e = 0; e < NX; e++) {
         int64_t c = 0;
@@ -381,13 +397,14 @@ static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, co
             for (int64_t r = 0; r < c; r++) memcpy(gath + r * E, b->h + (idx[r] / KU) * E, (size_t)E * sizeof(float));
             in = gath;
         }
-        if (project(ctx, in, c, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]}, (float *const[]){b->gt, b->up},
-                    2) != 0)
+        if (project(ctx, b->lora, in, c, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]},
+                    (float *const[]){b->gt, b->up}, 2) != 0)
             return -1;
         activate(ctx, K, hp, b->gt, b->up, 0, c, FX, b->act);
         /* down into the gather rows (consumed), then weighted into the slots */
         float *y = n > 1 ? gath : acc + idx[0] * E;
-        if (project(ctx, b->act, c, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0) return -1;
+        if (project(ctx, b->lora, b->act, c, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0)
+            return -1;
         for (int64_t r = 0; r < c; r++) K->f32_scale((size_t)E, y + r * E, w[idx[r]], acc + idx[r] * E);
     }
     for (int64_t t = 0; t < n; t++) {
@@ -404,12 +421,13 @@ static int dense_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, 
     const int64_t n = b->n, E = hp->n_embd, F = hp->n_ff;
     const int fused = L->gate == NULL;
     if (fused) {
-        if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->up}, (float *const[]){b->gt}, 1) != 0) return -1;
-    } else if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){b->gt, b->up}, 2) != 0)
+        if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->up}, (float *const[]){b->gt}, 1) != 0) return -1;
+    } else if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){b->gt, b->up},
+                       2) != 0)
         return -1;
     fc_llm_prefetch(ctx, L->down); /* over the activation */
     activate(ctx, K, hp, b->gt, b->up, fused, n, F, b->act);
-    return project(ctx, b->act, n, F, (fc_tensor *const[]){L->down}, (float *const[]){b->f}, 1);
+    return project(ctx, b->lora, b->act, n, F, (fc_tensor *const[]){L->down}, (float *const[]){b->f}, 1);
 }
 
 /* Q, K and V of n rows: three projections sharing h, or one fused one split
@@ -418,14 +436,15 @@ static int qkv(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, const 
     const int64_t n = b->n, E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     if (L->wqkv) {
         const int64_t W = Q + 2 * KV;
-        if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->wqkv}, (float *const[]){b->qkv}, 1) != 0) return -1;
+        if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->wqkv}, (float *const[]){b->qkv}, 1) != 0)
+            return -1;
         for (int64_t r = 0; r < n; r++) {
             memcpy(b->q + r * Q, b->qkv + r * W, (size_t)Q * sizeof(float));
             memcpy(b->k + r * KV, b->qkv + r * W + Q, (size_t)KV * sizeof(float));
             memcpy(b->v + r * KV, b->qkv + r * W + Q + KV, (size_t)KV * sizeof(float));
         }
-    } else if (project(ctx, b->h, n, E, (fc_tensor *const[]){L->wq, L->wk, L->wv}, (float *const[]){b->q, b->k, b->v},
-                       3) != 0)
+    } else if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->wq, L->wk, L->wv},
+                       (float *const[]){b->q, b->k, b->v}, 3) != 0)
         return -1;
     add_bias(ctx, K, b->q, L->bq, n, Q);
     add_bias(ctx, K, b->k, L->bk, n, KV);
@@ -441,7 +460,7 @@ static void norm_in_place(fc_ctx *ctx, const fck_table *K, float *x, const fc_te
 
 /* One chunk: n rows in n_seg segments, embedding rows x0. */
 static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg, int64_t n,
-                              const float *x0, const int64_t *pos, float *logits) {
+                              const fc_token *tokens, const float *x0, const int64_t *pos, float *logits) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     const fck_table *K = fck_kernels();
@@ -451,6 +470,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
     const float eps = (float)hp->rms_eps;
     rows b;
     carve(&b, s->rows, hp, n);
+    b.lora = m->lora;
     const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
     if (rope_tables(m, hp->rope_theta, hp->rope_freq_scale, pos, n, b.cs, b.sn) != 0 ||
@@ -459,6 +479,8 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
         return FC_ERR_INVALID_ARG;
     }
     memcpy(b.x, x0, (size_t)(n * E) * sizeof(float));
+    /* token_embd's LoRA deltas join the rows before any scale (llama.cpp's build_inp_embd) */
+    if (b.lora && b.lora->tok_embd && fc_llm_lora_embd(ctx, b.lora->tok_embd, tokens, n, b.x, E) != 0) goto nomem;
     if (hp->embd_scale != 1.0) K->f32_scale((size_t)(n * E), b.x, (float)hp->embd_scale, b.x);
     norm_rows(ctx, K, b.x, m->layers[0].attn_norm, eps, n, E, b.h);
     for (int64_t l = 0; l < hp->n_layer; l++) {
@@ -484,7 +506,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
                 return FC_ERR_INVALID_ARG;
             }
         }
-        if (project(ctx, b.att, n, Q, (fc_tensor *const[]){L->wo}, (float *const[]){b.o}, 1) != 0) goto nomem;
+        if (project(ctx, b.lora, b.att, n, Q, (fc_tensor *const[]){L->wo}, (float *const[]){b.o}, 1) != 0) goto nomem;
         add_bias(ctx, K, b.o, L->bo, n, E);
         fc_llm_prefetch(ctx, L->gate_inp ? L->gate_inp : L->gate ? L->gate : L->up); /* the FFN's first weights */
         norm_in_place(ctx, K, b.o, L->attn_post_norm, eps, n, E);
@@ -525,7 +547,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
                 o += k;
             }
         }
-        if (project(ctx, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
+        if (project(ctx, b.lora, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
             goto nomem;
         if (hp->final_softcap > 0) { /* ggml: scale by 1/cap, tanh, scale by cap */
             const size_t nl = (size_t)(n_out * hp->n_vocab);
@@ -587,7 +609,7 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
         fc_tensor *x = ids ? fc_get_rows(ctx, m->tok_embd, ids) : NULL; /* [seq, embd] */
         if (x && fc_tensor_dtype(x) != FC_F32) x = fc_cast(ctx, x, FC_F32);
         if (x) x = fc_contiguous(ctx, x);
-        st = x ? forward_rows(ctx, s, cs, nc, n, fc_tensor_data(x), s->posv, lo) : fc_ctx_status(ctx);
+        st = x ? forward_rows(ctx, s, cs, nc, n, tokens + row, fc_tensor_data(x), s->posv, lo) : fc_ctx_status(ctx);
         fc_scope_end(ctx, sc);
         if (st == FC_OK)
             for (int64_t i = 0; i < nc; i++) s->pos[cs[i].seq] += cs[i].n;

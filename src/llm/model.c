@@ -179,6 +179,7 @@ void fc_llm_model_free(fc_llm_model *m) {
     if (d)
         for (int i = 0; i < d->n_globals; i++) fc_release(*slot(m, d->globals[i].field));
     fc_tokenizer_free(m->tok);
+    fc_llm_lora_set_free(m->lora);
     free(m);
 }
 

@@ -4,6 +4,9 @@
 #ifndef FC_LLM_MODEL_H
 #define FC_LLM_MODEL_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "fucina/llm.h"
 #include "fucina/tensor.h"
 
@@ -37,7 +40,52 @@ struct fc_llm_model {
     fc_tensor *output;      /* [vocab, embd]: tok_embd itself when tied (another reference) */
     fc_tensor *rope_freqs;  /* [rot] frequency divisors or NULL */
     fc_llm_layer *layers;
+    struct fc_llm_lora_set *lora; /* the adapters set (fc_llm_model_set_loras), NULL when none */
 };
+
+/* One LoRA delta of a weight (src/llm/lora.c): y += scale * (x A^T) B^T over
+ * a's [rank, in] and b's [out, rank] (GGUF's lora_a / lora_b, dims reversed),
+ * both f32, f16 or bf16 and retained by the set; the weight's deltas in the
+ * order the adapters were set. token_embd's are llama.cpp's other layout:
+ * a [vocab, rank] (a row per token), b [embd, rank]; the embedding row of
+ * token t gains scale * b · a[t]. */
+typedef struct fc_llm_lora_delta {
+    fc_tensor *a, *b;
+    int64_t rank;
+    float scale; /* user scale x alpha / rank (alpha 0: the user scale) */
+    const struct fc_llm_lora_delta *next;
+} fc_llm_lora_delta;
+
+/* The adapters set on a model: an open-addressing table from a weight (its
+ * fc_tensor, the pointer project() receives) to its first delta. */
+typedef struct fc_llm_lora_set {
+    size_t cap;               /* a power of two, at least twice the adapted weights */
+    const fc_tensor **keys;   /* [cap], NULL: empty */
+    fc_llm_lora_delta **first; /* [cap] */
+    fc_llm_lora_delta *deltas; /* all of them, one allocation */
+    size_t n_deltas, n_adapters;
+    /* token_embd's deltas, apart: a tied model's output is the same tensor,
+     * and its product must not take them */
+    const fc_llm_lora_delta *tok_embd;
+} fc_llm_lora_set;
+
+/* The table slot a weight hashes to (Fibonacci hashing of the pointer: the
+ * low bits of heap addresses are alignment). */
+static inline size_t fc_llm_lora_slot(const fc_tensor *w, size_t cap)
+{
+    return (size_t)(((uint64_t)(uintptr_t)w * 0x9E3779B97F4A7C15ull) >> 17) & (cap - 1);
+}
+/* The deltas of weight w, NULL when it has none (src/llm/lora_apply.c). */
+const fc_llm_lora_delta *fc_llm_lora_find(const fc_llm_lora_set *s, const fc_tensor *w);
+/* y[n_rows, n_out] += each delta of the list applied to a[n_rows, cols],
+ * through the GEMM. 0, or -1 (out of memory). */
+int fc_llm_lora_apply(fc_ctx *ctx, const fc_llm_lora_delta *d, const float *a, int64_t n_rows, int64_t cols,
+                      float *y, int64_t n_out);
+/* x[i] (n rows of embd) += the token_embd deltas of token tok[i], as
+ * llama.cpp's build_inp_embd adds them (before any embedding scale). 0, or
+ * -1 (out of memory). */
+int fc_llm_lora_embd(fc_ctx *ctx, const fc_llm_lora_delta *d, const int32_t *tok, int64_t n, float *x, int64_t embd);
+void fc_llm_lora_set_free(fc_llm_lora_set *s);
 
 /* Decode reads every weight once per token: before a stretch of serial
  * steps (norms, rope, attention bookkeeping, the activation) the forward

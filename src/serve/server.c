@@ -70,6 +70,19 @@ int srv_run(const srv_options *o) {
         fprintf(stderr, "fucina serve: %s\n", fc_ctx_error(ctx));
         goto out;
     }
+    if (o->n_lora) { /* before the engine starts: every request computes with them */
+        fc_llm_lora *ad[SRV_MAX_LORA] = {0};
+        int ok = 1;
+        for (int i = 0; i < o->n_lora && ok; i++)
+            ok = (ad[i] = fc_llm_lora_load(ctx, sv.model, o->lora_path[i])) != NULL;
+        ok = ok && fc_llm_model_set_loras(ctx, sv.model, ad, o->lora_scale, (size_t)o->n_lora) == FC_OK;
+        for (int i = 0; i < o->n_lora; i++) fc_llm_lora_free(ad[i]); /* the model keeps what it needs */
+        if (!ok) {
+            fprintf(stderr, "fucina serve: %s\n", fc_ctx_error(ctx));
+            goto out;
+        }
+        fprintf(stderr, "fucina serve: %d LoRA adapter%s set\n", o->n_lora, o->n_lora == 1 ? "" : "s");
+    }
     const fc_llm_hparams *hp = fc_llm_model_hparams(sv.model);
     sv.tok = fc_llm_model_tokenizer(sv.model);
     sv.n_vocab = hp->n_vocab;

@@ -15,6 +15,7 @@
 #include "serve/http.h"
 
 #define SRV_MAX_API_KEYS 16
+#define SRV_MAX_LORA 32 /* --lora / --lora-scaled adapters */
 
 typedef struct srv_options {
     const char *model_path;
@@ -36,6 +37,10 @@ typedef struct srv_options {
     size_t max_header;
     int timeout_s;
     int mmap; /* fc_llm_load_options.mmap */
+    /* LoRA adapters set on the model for every request (--lora, --lora-scaled) */
+    const char *lora_path[SRV_MAX_LORA];
+    float lora_scale[SRV_MAX_LORA];
+    int n_lora;
 } srv_options;
 
 /* Everything the handlers share. */

@@ -223,17 +223,57 @@ static inline lp_stats lp_compare(const float *ours, const float *ref, int n, in
     return st;
 }
 
+/* LoRA adapters on the oracle's context (llama_adapter_lora_init, then
+ * llama_set_adapters_lora with their scales; skips the test when the
+ * oracle's release lacks them). n 0: nothing. */
+static inline void lp_llama_set_loras(const lp_oracle *o, lp_llama *r, const char *const *loras, const float *scales,
+                                      int n) {
+    if (n == 0) return;
+    if (!o->adapter_lora_init || !o->set_adapters_lora)
+        cr_skip_test("the oracle's libllama has no llama_adapter_lora_init / llama_set_adapters_lora");
+    struct llama_adapter_lora *ad[16];
+    float sc[16];
+    cr_assert_leq(n, 16);
+    for (int i = 0; i < n; i++) {
+        ad[i] = o->adapter_lora_init(r->model, loras[i]);
+        cr_assert_not_null(ad[i], "llama.cpp cannot load the adapter %s (FCT_LLAMA_VERBOSE=1 for its log)", loras[i]);
+        sc[i] = scales[i];
+    }
+    cr_assert_eq(o->set_adapters_lora(r->lc, ad, (size_t)n, sc), 0, "llama_set_adapters_lora failed");
+}
+
+/* lp_oracle_logits with n_lora adapters set on the context. */
+static inline float *lp_oracle_logits_lora(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
+                                           int split, int64_t nv, const char *const *loras, const float *scales,
+                                           int n_lora) {
+    lp_llama r = lp_llama_open(o, path, tokens, n);
+    lp_llama_set_loras(o, &r, loras, scales, n_lora);
+    float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
+    cr_assert_not_null(out);
+    for (int start = 0; start < n;) {
+        int cnt = start == 0 ? split : 1;
+        lp_llama_decode(o, &r, tokens + start, cnt, start, nv, out + (size_t)start * (size_t)nv, NULL);
+        start += cnt;
+    }
+    lp_llama_close(o, &r);
+    return out;
+}
+
 /* Greedy (argmax) generation of n_gen tokens after the prompt, by both
  * engines, each step fed its own previous choice. The sequences must be
  * identical; a divergence is accepted only at a step where the oracle's top
  * two are within 2 x bound of each other (a tie inside the documented
- * error), and the comparison stops there. Returns the steps compared. */
-static inline int lp_greedy(fc_ctx *ctx, const lp_oracle *o, const char *path, fc_llm_model *m,
-                            const fc_token *prompt, int n, int n_gen, double bound, const char *what) {
+ * error), and the comparison stops there. Returns the steps compared.
+ * The _lora form sets n_lora adapters on the oracle's context (ours: set on
+ * m by the caller). */
+static inline int lp_greedy_lora(fc_ctx *ctx, const lp_oracle *o, const char *path, fc_llm_model *m,
+                                 const fc_token *prompt, int n, int n_gen, double bound, const char *what,
+                                 const char *const *loras, const float *scales, int n_lora) {
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     float *lo = malloc((size_t)nv * sizeof *lo), *lu = malloc((size_t)nv * sizeof *lu);
     cr_assert(lo && lu);
     lp_llama r = lp_llama_open(o, path, prompt, n);
+    lp_llama_set_loras(o, &r, loras, scales, n_lora);
     fc_llm_session *s = fc_llm_session_new(ctx, m, 128);
     cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
     lp_llama_decode(o, &r, prompt, n, 0, nv, NULL, lo);
@@ -258,6 +298,11 @@ static inline int lp_greedy(fc_ctx *ctx, const lp_oracle *o, const char *path, f
     free(lo);
     free(lu);
     return step;
+}
+
+static inline int lp_greedy(fc_ctx *ctx, const lp_oracle *o, const char *path, fc_llm_model *m,
+                            const fc_token *prompt, int n, int n_gen, double bound, const char *what) {
+    return lp_greedy_lora(ctx, o, path, m, prompt, n, n_gen, bound, what, NULL, NULL, 0);
 }
 
 /* The bytes of a file (caller frees); *n its size. */
