@@ -10,12 +10,32 @@
  *   block          forward + backward of a pre-norm transformer block: d 256,
  *                  4 heads, seq 128, causal attention, GELU MLP of 1024,
  *                  loss sum(out * w)
+ *   gpt_small      one whole training step of the project's language model
+ *   gpt_step       (fc_lm_new, qwen3: per-head Q/K norms, NeoX RoPE, SiLU-gated
+ *                  FFN, untied output): forward, fc_lm_loss, backward of the
+ *                  mean loss, and one step of fc_lm_optimizer (Muon on the
+ *                  layers' matrices, AdamW on embeddings, head and norms, the
+ *                  recipe's default hyper-parameters), as fc_lm_train's step
+ *                  runs it (lr factor 1, no clipping, no accumulation).
+ *                  Sizes in gpt_sizes[] below: gpt_step 4 layers, width 256,
+ *                  4 heads of 64, FFN 768, vocabulary 4096, batch 4 x seq
+ *                  256; gpt_small 2 layers, width 128, 2 heads of 64, FFN
+ *                  384, vocabulary 4096, batch 4 x seq 128. Reported as
+ *                  tokens/s (batch * seq / step time); the peer is the
+ *                  PyTorch replica of tests/goldens/gen_lm_goldens.py. A
+ *                  line under each gives both sides' mean loss at the first
+ *                  and the last step of the first pass on the same tokens
+ *                  (ln(vocab) at the first step: the head starts at zero),
+ *                  and after the table the best thread setting of each side.
  *
  * For each thread count, Fucina's rounds and PyTorch's (bench/peers/
  * torch_train.py, run by the Python CMake found, with torch.set_num_threads
  * set to the same count) alternate `--passes` times; the table gives the
  * median of the per-pass medians and the ratio PyTorch time / Fucina time
- * (above 1: Fucina is faster). Without torch the peer column says n/a. */
+ * (above 1: Fucina is faster). Without torch the peer column says n/a. The
+ * peer sets OpenBLAS's thread count and, where OpenBLAS does not know the
+ * CPU, its kernels before torch loads (torch_train.py says why), and tells
+ * what it ran with on a "# peer:" line, shown once. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -54,6 +74,32 @@ typedef struct block {
     fc_tensor *p[11];
     fc_tensor *x, *wfix;
 } block;
+
+/* The gpt cases' shapes; torch_train.py's GPT_SIZES holds the same. */
+typedef struct gpt_size {
+    const char *name;
+    int64_t n_layer, n_embd, n_head, head_dim, n_ff, n_vocab, batch, seq;
+} gpt_size;
+
+static const gpt_size gpt_sizes[] = {
+    {"gpt_small", 2, 128, 2, 64, 384, 4096, 4, 128},
+    {"gpt_step", 4, 256, 4, 64, 768, 4096, 4, 256},
+};
+
+typedef struct gpt {
+    fc_lm *lm;
+    fc_optim *opt;
+    fc_tensor *x, *y;
+    double n_targets;
+    double first_loss, last_loss; /* mean nats per target; NaN before a step */
+} gpt;
+
+static const gpt_size *gpt_size_of(const char *name)
+{
+    for (size_t i = 0; i < sizeof gpt_sizes / sizeof gpt_sizes[0]; i++)
+        if (!strcmp(gpt_sizes[i].name, name)) return &gpt_sizes[i];
+    return NULL;
+}
 
 static int fail(fc_ctx *ctx, const char *what)
 {
@@ -158,6 +204,68 @@ static void block_free(block *b)
     fc_release(b->wfix);
 }
 
+/* The same tokens as torch_train.py's gpt_data: a 64-bit LCG, token =
+ * (state >> 33) % vocab, `batch` rows of seq + 1 tokens; x the first seq
+ * of a row, y the last seq. */
+static void gpt_data(const gpt_size *z, int32_t *x, int32_t *y)
+{
+    uint64_t s = 12345;
+    for (int64_t b = 0; b < z->batch; b++)
+        for (int64_t t = 0; t <= z->seq; t++) {
+            s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+            const int32_t tok = (int32_t)((s >> 33) % (uint64_t)z->n_vocab);
+            if (t < z->seq) x[b * z->seq + t] = tok;
+            if (t > 0) y[b * z->seq + t - 1] = tok;
+        }
+}
+
+static int gpt_setup(fc_ctx *ctx, gpt *g, const gpt_size *z)
+{
+    const fc_lm_config cfg = {.arch = "qwen3", .n_vocab = z->n_vocab, .n_embd = z->n_embd, .n_layer = z->n_layer,
+                              .n_head = z->n_head, .n_head_kv = z->n_head, .head_dim = z->head_dim,
+                              .n_ff = z->n_ff, .n_ctx = z->seq, .seed = 1234};
+    g->first_loss = g->last_loss = NAN;
+    g->lm = fc_lm_new(ctx, NULL, &cfg);
+    if (!g->lm) return fail(ctx, "gpt setup");
+    g->opt = fc_lm_optimizer(ctx, g->lm, NULL); /* the recipe's defaults, as `fucina pretrain` */
+    if (!g->opt) return fail(ctx, "gpt setup");
+    const size_t n = (size_t)(z->batch * z->seq);
+    int32_t *buf = malloc(2 * n * sizeof *buf);
+    if (!buf) return fail(ctx, "gpt setup (out of memory)");
+    gpt_data(z, buf, buf + n);
+    g->x = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", z->batch}, {"seq", z->seq}), buf, n * sizeof *buf);
+    g->y = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", z->batch}, {"seq", z->seq}), buf + n, n * sizeof *buf);
+    free(buf);
+    g->n_targets = (double)n;
+    return g->x && g->y ? 0 : fail(ctx, "gpt setup");
+}
+
+/* One optimizer step as fc_lm_train takes it (src/llm/lm_train.c,
+ * train_step with one micro-batch): backward of the summed loss times
+ * 1 / targets, the optimizer's step, gradients zeroed. */
+static int gpt_step(fc_ctx *ctx, gpt *g)
+{
+    fc_scope sc = fc_scope_begin(ctx);
+    fc_tensor *loss = fc_lm_loss(ctx, g->lm, g->x, g->y, NULL);
+    fc_status st = loss ? fc_backward(ctx, fc_mul_scalar(ctx, loss, 1.0 / g->n_targets)) : fc_ctx_status(ctx);
+    if (st == FC_OK) {
+        g->last_loss = fc_tensor_item(loss) / g->n_targets;
+        if (isnan(g->first_loss)) g->first_loss = g->last_loss;
+    }
+    fc_scope_end(ctx, sc);
+    if (st == FC_OK) st = fc_optim_step(g->opt);
+    fc_optim_zero_grad(g->opt);
+    return st == FC_OK ? 0 : fail(ctx, "gpt step");
+}
+
+static void gpt_free(gpt *g)
+{
+    fc_optim_free(g->opt);
+    fc_lm_free(g->lm);
+    fc_release(g->x);
+    fc_release(g->y);
+}
+
 /* Backward bookkeeping per record, in ns (median of `rounds`). */
 static int node_overhead(fc_ctx *ctx, int rounds, double *ns)
 {
@@ -181,37 +289,58 @@ static int node_overhead(fc_ctx *ctx, int rounds, double *ns)
     return 0;
 }
 
-/* Median ms per step over `rounds` steps after 3 warm-up steps. */
-static int ours(fc_ctx *ctx, const char *name, int rounds, double *ms)
+/* Median ms per step over `rounds` steps after 3 warm-up steps; for the
+ * gpt cases also the first and last step's mean loss into loss[2]. */
+static int ours(fc_ctx *ctx, const char *name, int rounds, double *ms, double loss[2])
 {
     double t[MAX_ROUNDS];
     mlp m = {0};
     block b = {0};
+    gpt g = {0};
+    const gpt_size *z = gpt_size_of(name);
     int is_block = !strcmp(name, "block");
-    int rc = is_block ? block_setup(ctx, &b) : mlp_setup(ctx, &m, !strcmp(name, "mlp_b64") ? 64 : 256);
+    int rc = z ? gpt_setup(ctx, &g, z)
+                 : is_block ? block_setup(ctx, &b) : mlp_setup(ctx, &m, !strcmp(name, "mlp_b64") ? 64 : 256);
     for (int r = -3; r < rounds && rc == 0; r++) {
         double t0 = fcb_now();
-        rc = is_block ? block_step(ctx, &b) : mlp_step(ctx, &m);
+        rc = z ? gpt_step(ctx, &g) : is_block ? block_step(ctx, &b) : mlp_step(ctx, &m);
         if (r >= 0) t[r] = (fcb_now() - t0) * 1e3;
     }
-    if (is_block) block_free(&b);
+    if (z) {
+        loss[0] = g.first_loss;
+        loss[1] = g.last_loss;
+        gpt_free(&g);
+    } else if (is_block) block_free(&b);
     else mlp_free(&m);
     if (rc == 0) *ms = fcb_median(t, (size_t)rounds);
     return rc;
 }
 
-/* PyTorch's median ms per step (NAN when the peer cannot run). */
-static double theirs(const char *name, int threads, int rounds)
+/* PyTorch's median ms per step (NAN when the peer cannot run); for the gpt
+ * cases the first and last step's mean loss into loss[2] (NaN if absent). */
+static double theirs(const char *name, int threads, int rounds, double loss[2])
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s' '%s' --threads %d --rounds %d --warmup 3 %s 2>/dev/null", FCB_PYTHON,
              FCB_TORCH_SCRIPT, threads, rounds, name);
     FILE *p = popen(cmd, "r");
     if (!p) return NAN;
-    char case_name[64];
+    /* "# peer: ..." (what the peer ran with: torch, threads, BLAS kernels),
+     * shown once; then "<case> <ms> <steps> [<first loss> <last loss>]" */
+    static int noted;
+    char line[512], case_name[64];
     double ms = NAN;
-    int n = 0;
-    if (fscanf(p, "%63s %lf %d", case_name, &ms, &n) != 3 || strcmp(case_name, name)) ms = NAN;
+    int n = 0, got = 0;
+    loss[0] = loss[1] = NAN;
+    while (fgets(line, sizeof line, p)) {
+        if (line[0] == '#') {
+            if (!noted++) printf("  %s", line);
+            continue;
+        }
+        got = sscanf(line, "%63s %lf %d %lf %lf", case_name, &ms, &n, &loss[0], &loss[1]);
+        break;
+    }
+    if (got < 3 || strcmp(case_name, name)) ms = NAN;
     if (pclose(p) != 0) ms = NAN;
     return ms;
 }
@@ -223,7 +352,9 @@ static int parse(int argc, char **argv, train_opts *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf("usage: fucina-bench train [--threads 1,2] [--rounds N] [--passes N] [--filter NAME] [--no-peer]\n"
-                   "Cases: node_overhead, mlp_b64, mlp_b256, block (see bench/README.md).\n");
+                   "Cases: node_overhead, mlp_b64, mlp_b256, block, gpt_small, gpt_step (see bench/train.c's\n"
+                   "header and bench/README.md). A gpt_step step takes about a second a side: e.g.\n"
+                   "  fucina-bench train --filter gpt --rounds 5 --passes 3\n");
             return 0;
         }
         if (!strcmp(a, "--no-peer")) { o->peer = 0; continue; }
@@ -268,7 +399,12 @@ int fcb_cmd_train(int argc, char **argv)
     fcb_machine mach;
     fcb_machine_probe(&mach);
     fcb_machine_print(stdout, &mach);
-    static const char *const cases[] = {"node_overhead", "mlp_b64", "mlp_b256", "block"};
+    static const char *const cases[] = {"node_overhead", "mlp_b64", "mlp_b256", "block", "gpt_small", "gpt_step"};
+    enum { NCASES = sizeof cases / sizeof cases[0] };
+    /* the gpt cases' tokens/s per thread setting, for the best-of summary */
+    double tps[NCASES][4][2];
+    for (int c = 0; c < NCASES; c++)
+        for (int ti = 0; ti < 4; ti++) tps[c][ti][0] = tps[c][ti][1] = NAN;
     printf("training steps vs PyTorch (%s); %d alternating passes of %d rounds; median of per-pass medians\n",
            o.peer ? FCB_TORCH_SCRIPT : "peer off", o.passes, o.rounds);
     printf("  %-14s %3s %14s %14s %12s\n", "case", "thr", "fucina", "pytorch", "pt/fucina");
@@ -279,8 +415,9 @@ int fcb_cmd_train(int argc, char **argv)
             fprintf(stderr, "fucina-bench train: %s\n", err);
             return FCB_EXIT_FAIL;
         }
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t c = 0; c < NCASES; c++) {
             if (o.filter && !strstr(cases[c], o.filter)) continue;
+            const gpt_size *z = gpt_size_of(cases[c]);
             if (c == 0) {
                 double ns;
                 if (node_overhead(ctx, o.rounds, &ns)) return FCB_EXIT_FAIL;
@@ -288,18 +425,52 @@ int fcb_cmd_train(int argc, char **argv)
                 continue;
             }
             double mine[MAX_PASSES], peer[MAX_PASSES];
+            double my_loss[2] = {NAN, NAN}, peer_loss[2] = {NAN, NAN}, l[2];
             int np = 0;
             for (int pass = 0; pass < o.passes; pass++) {
-                if (ours(ctx, cases[c], o.rounds, &mine[pass])) return FCB_EXIT_FAIL;
-                double t = o.peer ? theirs(cases[c], o.threads[ti], o.rounds) : NAN;
-                if (!isnan(t)) peer[np++] = t;
+                if (ours(ctx, cases[c], o.rounds, &mine[pass], pass ? l : my_loss)) return FCB_EXIT_FAIL;
+                double t = o.peer ? theirs(cases[c], o.threads[ti], o.rounds, l) : NAN;
+                if (!isnan(t)) {
+                    if (!np) memcpy(peer_loss, l, sizeof l);
+                    peer[np++] = t;
+                }
             }
             double a = fcb_median(mine, (size_t)o.passes), b = np ? fcb_median(peer, (size_t)np) : NAN;
-            if (np) printf("  %-14s %3d %11.3f ms %11.3f ms %11.2fx\n", cases[c], o.threads[ti], a, b, b / a);
+            if (z) {
+                /* tokens/s: targets per step over the step's median time */
+                const double tok = (double)(z->batch * z->seq);
+                tps[c][ti][0] = tok / (a * 1e-3);
+                tps[c][ti][1] = np ? tok / (b * 1e-3) : NAN;
+                if (np)
+                    printf("  %-14s %3d %8.0f tok/s %8.0f tok/s %11.2fx  (%.1f ms vs %.1f ms per step)\n", cases[c],
+                           o.threads[ti], tps[c][ti][0], tps[c][ti][1], b / a, a, b);
+                else
+                    printf("  %-14s %3d %8.0f tok/s %14s %12s  (%.1f ms per step)\n", cases[c], o.threads[ti],
+                           tps[c][ti][0], "n/a", "n/a", a);
+                printf("  %-14s     mean loss, step 1: fucina %.4f pytorch %.4f (ln %lld = %.4f); step %d: fucina "
+                       "%.4f pytorch %.4f\n",
+                       "", my_loss[0], peer_loss[0], (long long)z->n_vocab, log((double)z->n_vocab), o.rounds + 3,
+                       my_loss[1], peer_loss[1]);
+            } else if (np)
+                printf("  %-14s %3d %11.3f ms %11.3f ms %11.2fx\n", cases[c], o.threads[ti], a, b, b / a);
             else printf("  %-14s %3d %11.3f ms %14s %12s\n", cases[c], o.threads[ti], a, "n/a", "n/a");
             fflush(stdout);
         }
         fc_ctx_free(ctx);
+    }
+    /* The measure: each side at its best thread setting. */
+    for (int c = 0; c < NCASES; c++) {
+        int bf = -1, bp = -1;
+        for (int ti = 0; ti < o.nthreads; ti++) {
+            if (!isnan(tps[c][ti][0]) && (bf < 0 || tps[c][ti][0] > tps[c][bf][0])) bf = ti;
+            if (!isnan(tps[c][ti][1]) && (bp < 0 || tps[c][ti][1] > tps[c][bp][1])) bp = ti;
+        }
+        if (bf < 0) continue;
+        if (bp < 0)
+            printf("  %-14s best: fucina %.0f tok/s (%d thr); pytorch n/a\n", cases[c], tps[c][bf][0], o.threads[bf]);
+        else
+            printf("  %-14s best: fucina %.0f tok/s (%d thr), pytorch %.0f tok/s (%d thr): %.2fx\n", cases[c],
+                   tps[c][bf][0], o.threads[bf], tps[c][bp][1], o.threads[bp], tps[c][bf][0] / tps[c][bp][1]);
     }
     return FCB_EXIT_OK;
 }
