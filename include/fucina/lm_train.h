@@ -22,7 +22,8 @@
  * fc_lm_train (below) is the whole pretraining / SFT loop the `fucina
  * pretrain` and `fucina sft` commands run: data, Muon + AdamW, schedule,
  * gradient accumulation, held-out bits per byte, checkpoints that resume
- * bit for bit.
+ * bit for bit. LoRA fine-tuning of a frozen (possibly quantized) base is in
+ * fucina/lm_lora.h: the same fc_lm, the same loop.
  *
  * Options structs follow the library's convention: a zeroed struct (or
  * NULL) means every default, documented next to each field. Errors name the
@@ -124,7 +125,8 @@ typedef struct fc_lm_step_info {
     int64_t tokens_seen;    /* targets trained on since this call began (a resumed run counts from 0) */
     double val_bpb;         /* held-out bits per byte, when this step evaluated (else NaN) */
     double val_loss;        /* held-out mean nats per target (NaN when not evaluated) */
-    double reduce_s;        /* seconds this step spent combining gradients across ranks (0 alone) */
+    double reduce_s;        /* seconds this step spent combining the micro-batches' gradients (across
+                               ranks under `parallel`, waiting for the slower one included) */
 } fc_lm_step_info;
 
 /* Data parallelism across processes: this process is rank `rank` of `size`
@@ -171,6 +173,8 @@ typedef struct fc_lm_train_options {
     double embed_lr;        /* AdamW's for token_embd; 0: 0.2 x (n_embd/768)^-0.5 */
     double head_lr;         /* AdamW's for output.weight; 0: 0.004 x (n_embd/768)^-0.5 */
     double scalar_lr;       /* AdamW's for norm weights and biases; 0: 0.02 */
+    double lora_lr;         /* a LoRA model's (fucina/lm_lora.h): AdamW's for its A/B pairs, the only
+                               group (the four above are unused); 0: 1e-3 */
     double warmup;          /* fraction of steps of linear warmup; 0: none (FC_OPTIM_ZERO is also none) */
     double warmdown;        /* fraction of steps of the final linear decay; 0: 0.2; FC_OPTIM_ZERO: none */
     double final_lr_frac;   /* the lr factor at the end of the warmdown; 0: 0 */
@@ -192,7 +196,9 @@ typedef struct fc_lm_train_options {
 /* The recipe's optimizer for lm (Muon; the groups and learning rates of
  * the options above, with their defaults): group 0 the layers' matrices,
  * then token_embd, output.weight (untied) and the norm weights / biases,
- * each present group in that order. Free with fc_optim_free. */
+ * each present group in that order. For a LoRA model (fucina/lm_lora.h):
+ * AdamW (betas 0.9 / 0.999, eps 1e-8, no weight decay) at lora_lr, one
+ * group of every A and B. Free with fc_optim_free. */
 FC_API fc_optim *fc_lm_optimizer(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *opt);
 /* The schedule's factor at step (0-based) of steps: linear warmup over
  * round(warmup * steps) steps from 1/w to 1, then 1, then a linear decay
