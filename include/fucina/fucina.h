@@ -29,6 +29,7 @@
 #include "fucina/sampler.h"
 #include "fucina/chat.h"
 #include "fucina/lm_train.h"
+#include "fucina/lm_lora.h"
 #include "fucina/tokenizer_train.h"
 
 #endif

@@ -17,5 +17,6 @@ int fc_cmd_train_tokenizer(int argc, char **argv);
 int fc_cmd_serve(int argc, char **argv);
 int fc_cmd_pretrain(int argc, char **argv);
 int fc_cmd_sft(int argc, char **argv);
+int fc_cmd_finetune(int argc, char **argv);
 
 #endif

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* fucina pretrain / fucina sft: train a language model (fc_lm_train) and
- * export it as a GGUF file llama.cpp loads.
+/* fucina pretrain / sft / finetune: train a language model (fc_lm_train)
+ * and export it as a GGUF file llama.cpp loads.
  *
  *   pretrain  a new model of the given shape with a tokenizer file's
  *             vocabulary, on documents of text
  *   sft       a model read from a GGUF file (f32/f16/bf16), on conversations
  *             in its chat template, the loss on assistant turns only
+ *   finetune  --lora: LoRA pairs over a frozen GGUF model in any format
+ *             (fucina/lm_lora.h), on conversations (or text with --text);
+ *             writes the adapter, and with --merge the merged model
  *
- * Both share the loop's options. Progress goes to stderr (a redrawn line on
+ * All share the loop's options. Progress goes to stderr (a redrawn line on
  * a terminal, a line per ~5% otherwise), the per-step log to --log (CSV),
  * the loss curve to --plot (SVG). Options are a table: one row per flag. */
 #define _GNU_SOURCE
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,15 +27,22 @@
 #include "cli/svg_plot.h"
 #include "cli/train_ranks.h"
 #include "fucina/fucina.h"
+#include "fucina/lm_lora.h"
 #include "fucina/lm_train.h"
 #include "io/atomic_file.h"
 
 #define MAX_FILES 64
+#define MAX_TARGETS 16
+
+/* The commands, as bits of an option's `cmds` (0: every command). */
+enum { CMD_PRETRAIN = 1, CMD_SFT = 2, CMD_FINETUNE = 4 };
 
 typedef struct train_cli {
     fc_lm_config cfg;
+    fc_lm_lora_config lora;
     fc_lm_train_options o;
-    const char *tokenizer, *model, *out, *dtype, *log, *plot;
+    const char *tokenizer, *model, *out, *dtype, *log, *plot, *targets, *merge;
+    int text;
     const char *train[MAX_FILES], *val[MAX_FILES];
     int n_train, n_val;
     long threads;
@@ -45,34 +56,43 @@ typedef struct opt {
     opt_kind kind;
     size_t off; /* into train_cli */
     double lo, hi;
-    int pretrain_only;
+    int cmds; /* CMD_* bits of the commands that take it; 0: all */
 } opt;
 
 #define F(field) offsetof(train_cli, field)
 static const opt k_opts[] = {
-    {"--tokenizer", OPT_STR, F(tokenizer), 0, 0, 1},
-    {"--arch", OPT_STR, F(cfg.arch), 0, 0, 1},
-    {"--n-embd", OPT_I64, F(cfg.n_embd), 8, 65536, 1},
-    {"--n-layer", OPT_I64, F(cfg.n_layer), 1, 1024, 1},
-    {"--n-head", OPT_I64, F(cfg.n_head), 1, 4096, 1},
-    {"--n-head-kv", OPT_I64, F(cfg.n_head_kv), 1, 4096, 1},
-    {"--n-ff", OPT_I64, F(cfg.n_ff), 1, 1 << 18, 1},
-    {"--ctx", OPT_I64, F(cfg.n_ctx), 1, 1 << 20, 1},
-    {"--rope-theta", OPT_F64, F(cfg.rope_theta), 1, 1e12, 1},
-    {"--tied", OPT_FLAG, F(cfg.tied), 0, 0, 1},
-    {"--init-seed", OPT_U64, F(cfg.seed), 0, 0, 1},
-    {"--train", OPT_FILE, 0, 0, 0, 0},
-    {"--data", OPT_FILE, 0, 0, 0, 0},
+    {"--tokenizer", OPT_STR, F(tokenizer), 0, 0, CMD_PRETRAIN},
+    {"--arch", OPT_STR, F(cfg.arch), 0, 0, CMD_PRETRAIN},
+    {"--n-embd", OPT_I64, F(cfg.n_embd), 8, 65536, CMD_PRETRAIN},
+    {"--n-layer", OPT_I64, F(cfg.n_layer), 1, 1024, CMD_PRETRAIN},
+    {"--n-head", OPT_I64, F(cfg.n_head), 1, 4096, CMD_PRETRAIN},
+    {"--n-head-kv", OPT_I64, F(cfg.n_head_kv), 1, 4096, CMD_PRETRAIN},
+    {"--n-ff", OPT_I64, F(cfg.n_ff), 1, 1 << 18, CMD_PRETRAIN},
+    {"--ctx", OPT_I64, F(cfg.n_ctx), 1, 1 << 20, CMD_PRETRAIN},
+    {"--rope-theta", OPT_F64, F(cfg.rope_theta), 1, 1e12, CMD_PRETRAIN},
+    {"--tied", OPT_FLAG, F(cfg.tied), 0, 0, CMD_PRETRAIN},
+    {"--init-seed", OPT_U64, F(cfg.seed), 0, 0, CMD_PRETRAIN},
+    {"--train", OPT_FILE, 0, 0, 0, CMD_PRETRAIN},
+    {"--data", OPT_FILE, 0, 0, 0, CMD_SFT | CMD_FINETUNE},
     {"--val", OPT_VAL, 0, 0, 0, 0},
-    {"--jsonl-field", OPT_STR, F(o.jsonl_field), 0, 0, 1},
+    {"--jsonl-field", OPT_STR, F(o.jsonl_field), 0, 0, CMD_PRETRAIN | CMD_FINETUNE},
     {"--steps", OPT_I64, F(o.steps), 1, 1e9, 0},
     {"--seq", OPT_I64, F(o.seq), 2, 1 << 20, 0},
     {"--batch", OPT_I64, F(o.batch), 1, 1 << 20, 0},
     {"--accum", OPT_I64, F(o.accum), 1, 1 << 20, 0},
-    {"--matrix-lr", OPT_F64, F(o.matrix_lr), 0, 10, 0},
-    {"--embed-lr", OPT_F64, F(o.embed_lr), 0, 10, 0},
-    {"--head-lr", OPT_F64, F(o.head_lr), 0, 10, 0},
-    {"--scalar-lr", OPT_F64, F(o.scalar_lr), 0, 10, 0},
+    {"--matrix-lr", OPT_F64, F(o.matrix_lr), 0, 10, CMD_PRETRAIN | CMD_SFT},
+    {"--embed-lr", OPT_F64, F(o.embed_lr), 0, 10, CMD_PRETRAIN | CMD_SFT},
+    {"--head-lr", OPT_F64, F(o.head_lr), 0, 10, CMD_PRETRAIN | CMD_SFT},
+    {"--scalar-lr", OPT_F64, F(o.scalar_lr), 0, 10, CMD_PRETRAIN | CMD_SFT},
+    {"--lora", OPT_STR, F(model), 0, 0, CMD_FINETUNE},
+    {"--text", OPT_FLAG, F(text), 0, 0, CMD_FINETUNE},
+    {"--rank", OPT_I64, F(lora.rank), 1, 4096, CMD_FINETUNE},
+    {"--alpha", OPT_F64, F(lora.alpha), 1e-6, 1e6, CMD_FINETUNE},
+    {"--targets", OPT_STR, F(targets), 0, 0, CMD_FINETUNE},
+    {"--lora-lr", OPT_F64, F(o.lora_lr), 0, 10, CMD_FINETUNE},
+    {"--lr", OPT_F64, F(o.lora_lr), 0, 10, CMD_FINETUNE},
+    {"--lora-seed", OPT_U64, F(lora.seed), 0, 0, CMD_FINETUNE},
+    {"--merge", OPT_STR, F(merge), 0, 0, CMD_FINETUNE},
     {"--warmup", OPT_F64, F(o.warmup), 0, 1, 0},
     {"--warmdown", OPT_F64, F(o.warmdown), 0, 1, 0},
     {"--final-lr-frac", OPT_F64, F(o.final_lr_frac), 0, 1, 0},
@@ -95,9 +115,27 @@ static const opt k_opts[] = {
 };
 #undef F
 
-static void help(FILE *f, int sft)
+static void help(FILE *f, int cmd)
 {
-    if (sft)
+    const int sft = cmd == CMD_SFT;
+    if (cmd == CMD_FINETUNE)
+        fprintf(f, "usage: fucina finetune --lora MODEL.gguf --data FILE.jsonl [--text] -o ADAPTER.gguf\n"
+                   "                       [--rank R] [--alpha A] [--targets q,k,v,o,gate,up,down]\n"
+                   "                       [--merge MERGED.gguf] [options]\n\n"
+                   "LoRA fine-tuning: the model (a dense qwen3, llama or qwen2 GGUF, in any format: f32, f16,\n"
+                   "bf16 or quantized) stays frozen; each targeted projection W of every layer gains a trained\n"
+                   "pair, W x + (alpha/rank) B (A x). The data are conversations ({\"messages\": [...]} per line,\n"
+                   "the loss on assistant turns) or, with --text, documents ({\"text\": ...} per line, or whole\n"
+                   "files). The output is an adapter in llama.cpp's format: fucina run --lora, llama.cpp --lora,\n"
+                   "fucina export-lora.\n\n"
+                   "LoRA:\n"
+                   "  --rank R (8)  --alpha A (the rank: scale 1)  --lora-lr/--lr X (AdamW, 1e-3)  --lora-seed S\n"
+                   "  --targets LIST  comma-separated: attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down\n"
+                   "                  (or q,k,v,o,gate,up,down; output: the untied head); default all seven\n"
+                   "  --text  documents instead of conversations (--jsonl-field NAME: their field, text)\n"
+                   "  --merge MERGED.gguf  also write the model with the adapter merged (fucina export-lora's\n"
+                   "                  types: f32 where the base is f32, else f16; then fucina quantize)\n\n");
+    else if (sft)
         fprintf(f, "usage: fucina sft MODEL.gguf --data CHAT.jsonl [--val TEXT.jsonl] -o OUT.gguf [options]\n\n"
                    "Supervised fine-tuning of a model (f32, f16 or bf16 GGUF of a dense qwen3, llama or qwen2\n"
                    "family) on conversations: one JSON object per line, {\"messages\": [{\"role\": \"system\"|\n"
@@ -117,8 +155,7 @@ static void help(FILE *f, int sft)
                "  --steps N (200)  --seq N tokens per row (128)  --batch N rows per step (8)\n"
                "  --accum N micro-batches per step (1, or the ranks under mpirun; divides --batch)\n"
                "  --checkpoint-layers (recompute each layer in the backward pass: less memory)\n"
-               "  --matrix-lr X (Muon, 0.02)  --embed-lr X (AdamW, 0.2 (n_embd/768)^-0.5)\n"
-               "  --head-lr X (AdamW, 0.004 (n_embd/768)^-0.5)  --scalar-lr X (norms, 0.02)\n"
+               "%s"
                "  --warmup F (fraction of steps, 0)  --warmdown F (0.2)  --final-lr-frac F (0)  --clip X\n"
                "  --seed S (data order)  --val FILE (held-out text: loss and bits per byte)\n"
                "  --eval-every N  --eval-tokens N (65536)\n"
@@ -127,9 +164,14 @@ static void help(FILE *f, int sft)
                "data parallelism: mpirun -np K fucina %s ... (each rank takes accum/K micro-batches;\n"
                "  the result equals one process's bit for bit; rank 0 logs, evaluates and writes)\n"
                "output:\n"
-               "  -o/--output OUT.gguf  --dtype f32|f16|bf16 (f32; then fucina quantize)\n"
+               "%s"
                "Exit status: 0 done, 1 failure, 2 bad usage or input.\n",
-            sft ? "sft" : "pretrain");
+            cmd == CMD_FINETUNE ? ""
+                                : "  --matrix-lr X (Muon, 0.02)  --embed-lr X (AdamW, 0.2 (n_embd/768)^-0.5)\n"
+                                  "  --head-lr X (AdamW, 0.004 (n_embd/768)^-0.5)  --scalar-lr X (norms, 0.02)\n",
+            cmd == CMD_FINETUNE ? "finetune" : sft ? "sft" : "pretrain",
+            cmd == CMD_FINETUNE ? "  -o/--output ADAPTER.gguf  --dtype f32|f16|bf16 (of A and B; f32)\n"
+                                : "  -o/--output OUT.gguf  --dtype f32|f16|bf16 (f32; then fucina quantize)\n");
 }
 
 static int set_opt(const char *cmd, train_cli *c, const opt *op, const char *v)
@@ -247,14 +289,42 @@ static void on_step(const fc_lm_step_info *in, void *user)
 
 /* ---- the commands ------------------------------------------------------------------------ */
 
-static int train_main(int argc, char **argv, int sft)
+/* 1 when a and b name the same existing file. */
+static int same_file(const char *a, const char *b)
 {
-    const char *cmd = sft ? "sft" : "pretrain";
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* --targets a,b,c into names[] (pointing into buf); the count, or -1 + a message. */
+static int split_targets(const char *cmd, const char *list, char *buf, size_t cap, const char **names)
+{
+    if (strlen(list) >= cap) {
+        fprintf(stderr, "fucina %s: --targets '%s' is too long\n", cmd, list);
+        return -1;
+    }
+    strcpy(buf, list);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == MAX_TARGETS) {
+            fprintf(stderr, "fucina %s: --targets: at most %d names\n", cmd, MAX_TARGETS);
+            return -1;
+        }
+        names[n++] = t;
+    }
+    if (!n) fprintf(stderr, "fucina %s: --targets '%s' names no projection\n", cmd, list);
+    return n ? n : -1;
+}
+
+static int train_main(int argc, char **argv, int which)
+{
+    const int sft = which == CMD_SFT, lora = which == CMD_FINETUNE;
+    const char *cmd = lora ? "finetune" : sft ? "sft" : "pretrain";
     train_cli c = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            help(stdout, sft);
+            help(stdout, which);
             return 0;
         }
         const opt *op = NULL;
@@ -264,7 +334,7 @@ static int train_main(int argc, char **argv, int sft)
             c.model = a;
             continue;
         }
-        if (!op || (sft && op->pretrain_only) || (!sft && !strcmp(a, "--data")) || (sft && !strcmp(a, "--train"))) {
+        if (!op || (op->cmds && !(op->cmds & which))) {
             fprintf(stderr, "fucina %s: unknown option '%s' (see fucina %s --help)\n", cmd, a, cmd);
             return 2;
         }
@@ -278,9 +348,12 @@ static int train_main(int argc, char **argv, int sft)
         }
         if (set_opt(cmd, &c, op, argv[++i])) return 2;
     }
-    const char *missing = sft && !c.model ? "MODEL.gguf" : !sft && !c.tokenizer ? "--tokenizer" : !c.n_train
-                                                                                             ? (sft ? "--data" : "--train")
-                                                                                         : !c.out ? "-o OUT.gguf" : NULL;
+    const char *missing = sft && !c.model    ? "MODEL.gguf"
+                          : lora && !c.model ? "--lora MODEL.gguf"
+                          : which == CMD_PRETRAIN && !c.tokenizer ? "--tokenizer"
+                          : !c.n_train                            ? (which == CMD_PRETRAIN ? "--train" : "--data")
+                          : !c.out                                ? (lora ? "-o ADAPTER.gguf" : "-o OUT.gguf")
+                                                                  : NULL;
     if (missing) {
         fprintf(stderr, "fucina %s: missing %s (see fucina %s --help)\n", cmd, missing, cmd);
         return 2;
@@ -293,6 +366,22 @@ static int train_main(int argc, char **argv, int sft)
             return 2;
         }
     }
+    /* the base is read again by --merge after training: no output may replace it */
+    const char *onto = same_file(c.model, c.out) ? "-o" : same_file(c.model, c.merge) ? "--merge"
+                       : same_file(c.model, c.o.save_path)                            ? "--save"
+                                                                                      : NULL;
+    if (lora && onto) {
+        fprintf(stderr, "fucina %s: %s %s is the model itself; write the output elsewhere\n", cmd, onto, c.model);
+        return 2;
+    }
+    char target_buf[512];
+    const char *targets[MAX_TARGETS];
+    if (c.targets) {
+        const int n = split_targets(cmd, c.targets, target_buf, sizeof target_buf, targets);
+        if (n < 0) return 2;
+        c.lora.targets = targets;
+        c.lora.n_targets = n;
+    }
     cli_ranks ranks;
     if (cli_ranks_begin(cmd, &ranks)) return 2;
     const int lead = ranks.par.rank == 0; /* only the first rank prints progress and writes files */
@@ -300,7 +389,7 @@ static int train_main(int argc, char **argv, int sft)
     if (lead) snprintf(who, sizeof who, "%s", cmd);
     else snprintf(who, sizeof who, "%s (rank %d)", cmd, ranks.par.rank);
     cmd = who;
-    if (!lead) c.out = c.plot = c.log = NULL, c.quiet = 1; /* checkpoints: fc_lm_train saves on rank 0 only */
+    if (!lead) c.out = c.plot = c.log = c.merge = NULL, c.quiet = 1; /* checkpoints: fc_lm_train saves on rank 0 only */
     if (ranks.par.size > 1) c.o.parallel = &ranks.par;
     char err[256];
     fc_ctx_options co = {.threads = (int)c.threads};
@@ -314,8 +403,8 @@ static int train_main(int argc, char **argv, int sft)
     progress pg = {.tty = isatty(STDERR_FILENO) && !getenv("FUCINA_NO_PROGRESS"), .quiet = c.quiet};
     fc_lm *lm = NULL;
     /* destinations that cannot be written fail now, not after the training */
-    const char *dests[] = {c.out, c.o.save_path, c.plot};
-    for (int k = 0; k < 3; k++)
+    const char *dests[] = {c.out, c.o.save_path, c.plot, c.merge};
+    for (int k = 0; k < 4; k++)
         if (lead && dests[k] && !fc_atomic_check_dest(ctx, cmd, dests[k])) {
             fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
             rc = 2;
@@ -327,7 +416,9 @@ static int train_main(int argc, char **argv, int sft)
         goto done;
     }
     if (pg.log) fputs("step,loss,lr_scale,tokens_per_s,tokens_seen,val_loss,val_bpb,reduce_s\n", pg.log);
-    lm = sft ? fc_lm_load(ctx, c.model) : fc_lm_new(ctx, c.tokenizer, &c.cfg);
+    lm = lora  ? fc_lm_lora_new(ctx, c.model, &c.lora)
+         : sft ? fc_lm_load(ctx, c.model)
+               : fc_lm_new(ctx, c.tokenizer, &c.cfg);
     if (!lm) {
         fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
         rc = 2;
@@ -339,7 +430,11 @@ static int train_main(int argc, char **argv, int sft)
                         "%.2fM parameters\n", cmd, fc_llm_arch_name(hp->arch), (long long)hp->n_layer,
                 (long long)hp->n_embd, (long long)hp->n_head, (long long)hp->n_head_kv, (long long)hp->head_dim,
                 (long long)hp->n_ff, (long long)hp->n_vocab, (double)fc_lm_n_elements(lm) / 1e6);
-    c.o.data = sft ? FC_LM_DATA_CHAT : FC_LM_DATA_TEXT;
+    if (!c.quiet && lora)
+        fprintf(stderr, "fucina %s: LoRA rank %lld, alpha %g, %d weights adapted: the parameters above are the "
+                        "pairs'; the base is frozen\n", cmd, (long long)fc_lm_lora_rank(lm), fc_lm_lora_alpha(lm),
+                fc_lm_param_count(lm) / 2);
+    c.o.data = sft || (lora && !c.text) ? FC_LM_DATA_CHAT : FC_LM_DATA_TEXT;
     c.o.train_files = c.train;
     c.o.n_train_files = c.n_train;
     c.o.val_files = c.n_val ? c.val : NULL;
@@ -355,9 +450,18 @@ static int train_main(int argc, char **argv, int sft)
         rc = st == FC_ERR_INVALID_ARG || st == FC_ERR_FORMAT || st == FC_ERR_IO || st == FC_ERR_UNSUPPORTED ? 2 : 1;
         goto done;
     }
-    if (c.out && fc_lm_save_gguf(ctx, lm, c.out, dt) != FC_OK) {
+    if (c.out && (lora ? fc_lm_save_lora(ctx, lm, c.out, dt) : fc_lm_save_gguf(ctx, lm, c.out, dt)) != FC_OK) {
         fprintf(stderr, "fucina %s: %s\n", cmd, fc_ctx_error(ctx));
         goto done;
+    }
+    if (c.merge) {
+        const float one = 1.0f;
+        const char *adapter = c.out;
+        if (fc_llm_lora_merge(ctx, c.model, &adapter, &one, 1, c.merge, NULL) != FC_OK) {
+            fprintf(stderr, "fucina %s: --merge: %s\n", cmd, fc_ctx_error(ctx));
+            goto done;
+        }
+        if (!c.quiet) fprintf(stderr, "fucina %s: wrote %s (the model with the adapter merged)\n", cmd, c.merge);
     }
     if (c.plot) {
         char title[160];
@@ -383,5 +487,6 @@ done:
     return rc;
 }
 
-int fc_cmd_pretrain(int argc, char **argv) { return train_main(argc, argv, 0); }
-int fc_cmd_sft(int argc, char **argv) { return train_main(argc, argv, 1); }
+int fc_cmd_pretrain(int argc, char **argv) { return train_main(argc, argv, CMD_PRETRAIN); }
+int fc_cmd_sft(int argc, char **argv) { return train_main(argc, argv, CMD_SFT); }
+int fc_cmd_finetune(int argc, char **argv) { return train_main(argc, argv, CMD_FINETUNE); }

@@ -55,6 +55,11 @@ fc_status fc_lm_save_gguf(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dty
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: NULL %s", op, lm ? "path" : "model");
         return FC_ERR_INVALID_ARG;
     }
+    if (lm->lora) {
+        fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: a LoRA model: write its adapter (fc_lm_save_lora) or merge it "
+                "(fc_llm_lora_merge)", op);
+        return FC_ERR_INVALID_ARG;
+    }
     const fc_dtype dt = dtype == (fc_dtype)0 ? FC_F32 : dtype;
     if (dt != FC_F32 && dt != FC_F16 && dt != FC_BF16) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: dtype %s: export is f32, f16 or bf16 (then fucina quantize)", op,

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Fucina llm: the training model's layout (internal), shared by
- * lm_model.c (making and loading), lm_graph.c (the differentiable forward),
- * lm_export.c (the GGUF writer) and the training loop (lm_train.c). */
+ * lm_model.c (making and loading), lm_lora.c (the LoRA model and its
+ * adapter file), lm_graph.c (the differentiable forward), lm_export.c (the
+ * GGUF writer) and the training loop (lm_train.c). */
 #ifndef FC_LLM_LM_INTERNAL_H
 #define FC_LLM_LM_INTERNAL_H
 
@@ -26,7 +27,29 @@ struct fc_lm {
      * (src/llm/lm_graph.c), so it outlives the forward call; a forward's
      * backward runs before the model's next forward. */
     struct fc_lm_layer_job *jobs;
+    /* A LoRA model (src/llm/lm_lora.c): m's weights are the loader's
+     * tensors, frozen; params are the pairs' A and B (owned here, in
+     * lora[] order: A then B), NULL / 0 otherwise. */
+    struct fc_lm_lora_w *lora;
+    int n_lora;
+    int64_t lora_rank;
+    double lora_alpha;
 };
+
+/* One adapted weight of a LoRA model: the base tensor in m's slots (a
+ * layer's field offset, or the global output head), its A [rank, in] and B
+ * [out, rank] variables, and the scale alpha / rank as llama.cpp rounds it. */
+typedef struct fc_lm_lora_w {
+    int64_t layer;  /* -1: a global (output.weight) */
+    size_t field;   /* offset into fc_llm_layer, or into fc_llm_model for a global */
+    const fc_tensor *w;
+    fc_tensor *a, *b;
+    float scale;
+} fc_lm_lora_w;
+
+/* y + scale * B (A x) (A x scaled first, as the inference forward's
+ * src/llm/lora_apply.c): the one LoRA step of every adapted projection. */
+fc_tensor *fc_lm_lora_add(fc_ctx *ctx, fc_tensor *y, fc_tensor *x, fc_tensor *a, fc_tensor *b, float scale);
 
 /* Is the family's graph one the training forward computes? 0, or -1 with
  * an error naming what it lacks (who: the calling function or file). */

@@ -274,6 +274,11 @@ void fc_lm_free(fc_lm *lm)
 {
     if (!lm) return;
     fc_llm_model_free(lm->m);
+    for (int k = 0; k < lm->n_lora; k++) { /* a LoRA model owns its pairs (params point at them) */
+        fc_release(lm->lora[k].a);
+        fc_release(lm->lora[k].b);
+    }
+    free(lm->lora);
     free(lm->params);
     free(lm->names);
     free(lm->jobs);

@@ -15,7 +15,11 @@
  * a step reads come from the step number alone (lm_data.h), the
  * micro-batches' gradients are summed in one order (lm_grads.h) and the
  * optimizer is deterministic (optim.h), so a checkpoint resumes bit for
- * bit and K data-parallel ranks reproduce one process. */
+ * bit and K data-parallel ranks reproduce one process.
+ *
+ * A LoRA model (fucina/lm_lora.h) takes the same loop with AdamW alone on
+ * its A/B pairs (make_lora_optimizer): its parameters are the pairs, so the
+ * gradients, checkpoints and ranks need nothing else. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -65,9 +69,39 @@ static lm_group group_of(const char *name, const fc_tensor *p)
     return fc_tensor_rank(p) == 2 ? LM_MATRICES : LM_SCALARS;
 }
 
+/* A LoRA model's optimizer: AdamW alone on the A/B pairs, PEFT's Trainer
+ * defaults (betas 0.9 / 0.999, eps 1e-8, no weight decay). Muon's
+ * orthogonalised update is for full matrices: a rank-r factor starting at
+ * zero (B) has no useful polar factor. */
+static fc_optim *make_lora_optimizer(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o, double *group_lr,
+                                     int *n_groups)
+{
+    const double lr = pick(o->lora_lr, 1e-3);
+    fc_optim *opt = fc_optim_new(ctx, FC_OPTIM_ADAMW,
+                                 &(fc_optim_options){.lr = lr, .weight_decay = FC_OPTIM_ZERO, .betas = {0.9, 0.999},
+                                                     .eps = 1e-8});
+    if (!opt) return NULL;
+    const char **ns = malloc((size_t)lm->n_params * sizeof *ns);
+    if (!ns) {
+        fc_optim_free(opt);
+        return fc_fail(ctx, FC_ERR_OOM, "fc_lm_train: out of memory");
+    }
+    for (int i = 0; i < lm->n_params; i++) ns[i] = lm->names[i];
+    const int ok = fc_optim_add_group(opt, lm->params, ns, lm->n_params, NULL) >= 0;
+    free(ns);
+    if (!ok) {
+        fc_optim_free(opt);
+        return NULL;
+    }
+    group_lr[0] = lr;
+    *n_groups = 1;
+    return opt;
+}
+
 /* The optimizer of the recipe, and the base lr of each of its groups. */
 static fc_optim *make_optimizer(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o, double *group_lr, int *n_groups)
 {
+    if (lm->lora) return make_lora_optimizer(ctx, lm, o, group_lr, n_groups);
     double lr[LM_GROUPS];
     base_lrs(lm, o, lr);
     fc_optim *opt = fc_optim_new(ctx, FC_OPTIM_MUON,
@@ -164,8 +198,8 @@ static int resolve(fc_ctx *ctx, const fc_lm *lm, const fc_lm_train_options *o, r
     else if (!(r->warmup >= 0 && r->warmdown >= 0 && r->warmup + r->warmdown <= 1))
         bad = "warmup and warmdown are fractions of the steps, together at most 1";
     else if (!(r->final_frac >= 0 && r->final_frac <= 1)) bad = "final_lr_frac must be in [0, 1]";
-    else if (o->matrix_lr < 0 || o->embed_lr < 0 || o->head_lr < 0 || o->scalar_lr < 0 || o->clip < 0 ||
-             !isfinite(o->matrix_lr + o->embed_lr + o->head_lr + o->scalar_lr + o->clip))
+    else if (o->matrix_lr < 0 || o->embed_lr < 0 || o->head_lr < 0 || o->scalar_lr < 0 || o->lora_lr < 0 ||
+             o->clip < 0 || !isfinite(o->matrix_lr + o->embed_lr + o->head_lr + o->scalar_lr + o->lora_lr + o->clip))
         bad = "learning rates and clip must be finite and >= 0";
     else if (o->eval_every < 0 || o->save_every < 0 || o->eval_tokens < 0) bad = "eval_every, eval_tokens and "
                                                                                 "save_every must be >= 0";
