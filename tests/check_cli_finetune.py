@@ -16,33 +16,15 @@ usage: check_cli_finetune.py FUCINA WORKDIR
   option of another command (--matrix-lr), --dtype q8_0, --merge onto the
   model.
 """
-import csv
 import json
 import os
-import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_check  # noqa: E402
+
 FUCINA, WORK = sys.argv[1], sys.argv[2]
-os.makedirs(WORK, exist_ok=True)
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args, expect=0):
-    p = subprocess.run([FUCINA, *args], capture_output=True, text=True, errors="replace", timeout=300,
-                       env={**os.environ, "FUCINA_NO_PROGRESS": "1"})
-    check(p.returncode == expect, f"{' '.join(args[:2])}: exit {p.returncode}, expected {expect}: {p.stderr[-400:]}")
-    return p
-
-
-def w(name):
-    return os.path.join(WORK, name)
-
+failures, check, run, w, check_log = cli_check.helpers(FUCINA, WORK, timeout=300, errors="replace")
 
 run("make-model", "--untied", "--seed", "3", w("base.gguf"))
 run("quantize", w("base.gguf"), w("base_q8.gguf"), "Q8_0")
@@ -58,11 +40,7 @@ common = ["--seq", "48", "--batch", "4", "-t", "2", "--lora-lr", "1e-2"]
 run("finetune", "--lora", w("base_q8.gguf"), "--data", w("chat.jsonl"), "--steps", "16", *common,
     "--log", w("log.csv"), "--save", w("ckpt.safetensors"), "--save-every", "8",
     "-o", w("adapter.gguf"), "--merge", w("merged.gguf"))
-rows = list(csv.DictReader(open(w("log.csv"))))
-check(len(rows) == 16, f"log has {len(rows)} rows")
-if rows:
-    first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
-    check(last < 0.8 * first, f"loss {first} -> {last}: should fall below 80%")
+check_log(w("log.csv"), 16, 0.8)
 gen = ["-p", "What is 3 plus 3?", "-n", "4", "--temp", "0"]
 a = run("run", w("base_q8.gguf"), "--lora", w("adapter.gguf"), *gen)
 m = run("run", w("merged.gguf"), *gen)

@@ -12,46 +12,26 @@ usage: check_cli_train.py FUCINA WORKDIR SOURCE_DIR
 - misuse exits 2 naming the thing: an unknown flag, a missing --tokenizer,
   --accum not dividing --batch, a malformed JSONL line (file:line), --dtype q4_0.
 """
-import csv
 import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli_check  # noqa: E402
+
 FUCINA, WORK, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
-os.makedirs(WORK, exist_ok=True)
+failures, check, run, w, check_log = cli_check.helpers(FUCINA, WORK, timeout=600)
 CORPUS = os.path.join(SRC, "tests", "runtime", "data", "bpe_corpus.txt")
 CHAT = os.path.join(SRC, "data", "sft", "chat.jsonl")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(*args, expect=0):
-    p = subprocess.run([FUCINA, *args], capture_output=True, text=True, timeout=600,
-                       env={**os.environ, "FUCINA_NO_PROGRESS": "1"})
-    check(p.returncode == expect, f"{' '.join(args[:2])}: exit {p.returncode}, expected {expect}: {p.stderr[-400:]}")
-    return p
-
-
-def w(name):
-    return os.path.join(WORK, name)
-
 
 run("train-tokenizer", "-o", w("tok.gguf"), "--vocab-size", "600", CORPUS)
 common = ["--n-embd", "64", "--n-layer", "2", "--seq", "64", "--batch", "4", "-t", "2"]
 run("pretrain", "--tokenizer", w("tok.gguf"), "--train", CORPUS, "--val", CORPUS, "--steps", "40",
     "--eval-every", "20", "--eval-tokens", "512", *common, "--log", w("log.csv"), "--plot", w("loss.svg"),
     "--save", w("ckpt.safetensors"), "-o", w("pre.gguf"))
-rows = list(csv.DictReader(open(w("log.csv"))))
-check(len(rows) == 40, f"log has {len(rows)} rows")
+rows = check_log(w("log.csv"), 40, 0.6)
 if rows:
-    first, last = float(rows[0]["loss"]), float(rows[-1]["loss"])
-    check(last < 0.6 * first, f"loss {first} -> {last}: should fall below 60%")
     check(rows[19]["val_bpb"] and rows[-1]["val_bpb"], "held-out bits per byte at steps 20 and 40")
 svg = ET.parse(w("loss.svg")).getroot()
 check(len(svg.findall(".//{http://www.w3.org/2000/svg}polyline")) == 1, "one loss polyline in the plot")

@@ -47,6 +47,45 @@ static fc_status copy_tokenizer_keys(fc_ctx *ctx, fc_gguf_writer *w, const char 
         if ((st = (e)) != FC_OK) goto done;                                                                        \
     } while (0)
 
+fc_status fc_lm_write_gguf(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dtype dt, fc_lm_gguf_head_fn head)
+{
+    fc_status st = FC_OK;
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    if (!w) return fc_ctx_status(ctx);
+    TRY(head(ctx, w, lm, dt));
+    for (int i = 0; i < lm->n_params; i++) {
+        fc_tensor *p = lm->params[i];
+        if (dt == FC_F32 || fc_tensor_rank(p) == 1) {
+            TRY(fc_gguf_writer_add_tensor(w, lm->names[i], p));
+            continue;
+        }
+        fc_scope sc = fc_scope_begin(ctx);
+        fc_tensor *c = fc_cast(ctx, fc_detach(ctx, p), dt);
+        st = c ? fc_gguf_writer_add_tensor(w, lm->names[i], c) : fc_ctx_status(ctx);
+        fc_scope_end(ctx, sc);
+        if (st != FC_OK) goto done;
+    }
+    TRY(fc_gguf_writer_save(w, path));
+done:
+    fc_gguf_writer_free(w);
+    return st;
+}
+
+/* general.*, the family's keys, the tokenizer's; rope_freqs (a constant, not a parameter) */
+static fc_status export_head(fc_ctx *ctx, fc_gguf_writer *w, const fc_lm *lm, fc_dtype dt)
+{
+    const fc_llm_model *m = lm->m;
+    fc_status st = FC_OK;
+    TRY(fc_gguf_set_str(w, "general.architecture", m->desc->name));
+    TRY(fc_gguf_set_str(w, "general.name", "fucina trained model"));
+    TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
+    TRY(fc_llm_write_keys(w, m->desc, &m->hp));
+    TRY(copy_tokenizer_keys(ctx, w, lm->tok_path));
+    if (m->rope_freqs) TRY(fc_gguf_writer_add_tensor(w, "rope_freqs.weight", m->rope_freqs));
+done:
+    return st;
+}
+
 fc_status fc_lm_save_gguf(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dtype dtype)
 {
     static const char *op = "fc_lm_save_gguf";
@@ -70,30 +109,5 @@ fc_status fc_lm_save_gguf(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dty
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: the model has no tokenizer (made without a tokenizer file)", op);
         return FC_ERR_INVALID_ARG;
     }
-    const fc_llm_model *m = lm->m;
-    fc_status st = FC_OK;
-    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
-    if (!w) return fc_ctx_status(ctx);
-    TRY(fc_gguf_set_str(w, "general.architecture", m->desc->name));
-    TRY(fc_gguf_set_str(w, "general.name", "fucina trained model"));
-    TRY(fc_gguf_set_u32(w, "general.file_type", file_type_of(dt)));
-    TRY(fc_llm_write_keys(w, m->desc, &m->hp));
-    TRY(copy_tokenizer_keys(ctx, w, lm->tok_path));
-    if (m->rope_freqs) TRY(fc_gguf_writer_add_tensor(w, "rope_freqs.weight", m->rope_freqs));
-    for (int i = 0; i < lm->n_params; i++) {
-        fc_tensor *p = lm->params[i];
-        if (dt == FC_F32 || fc_tensor_rank(p) == 1) {
-            TRY(fc_gguf_writer_add_tensor(w, lm->names[i], p));
-            continue;
-        }
-        fc_scope sc = fc_scope_begin(ctx);
-        fc_tensor *c = fc_cast(ctx, fc_detach(ctx, p), dt);
-        st = c ? fc_gguf_writer_add_tensor(w, lm->names[i], c) : fc_ctx_status(ctx);
-        fc_scope_end(ctx, sc);
-        if (st != FC_OK) goto done;
-    }
-    TRY(fc_gguf_writer_save(w, path));
-done:
-    fc_gguf_writer_free(w);
-    return st;
+    return fc_lm_write_gguf(ctx, lm, path, dt, export_head);
 }

@@ -2,10 +2,11 @@
 /* Fucina llm: the training model's layout (internal), shared by
  * lm_model.c (making and loading), lm_lora.c (the LoRA model and its
  * adapter file), lm_graph.c (the differentiable forward), lm_export.c (the
- * GGUF writer) and the training loop (lm_train.c). */
+ * GGUF writer of the model and of the adapter) and the training loop (lm_train.c). */
 #ifndef FC_LLM_LM_INTERNAL_H
 #define FC_LLM_LM_INTERNAL_H
 
+#include "fucina/gguf.h"
 #include "fucina/lm_train.h"
 #include "llm/model.h"
 
@@ -54,6 +55,16 @@ fc_tensor *fc_lm_lora_add(fc_ctx *ctx, fc_tensor *y, fc_tensor *x, fc_tensor *a,
 /* Is the family's graph one the training forward computes? 0, or -1 with
  * an error naming what it lacks (who: the calling function or file). */
 int fc_lm_check_family(fc_ctx *ctx, const char *who, const fc_llm_hparams *hp, const struct fc_llm_arch_desc *d);
+
+/* The keys (and any tensor before the parameters) of a GGUF the model
+ * writes, dt its matrices' dtype: FC_OK or the first failure. */
+typedef fc_status (*fc_lm_gguf_head_fn)(fc_ctx *ctx, fc_gguf_writer *w, const fc_lm *lm, fc_dtype dt);
+
+/* Write lm as a GGUF at path (src/llm/lm_export.c): head's keys, then the
+ * parameters in order under their GGUF names, matrices in dt (f32, f16 or
+ * bf16: the caller checks), vectors f32. The model's file (fc_lm_save_gguf)
+ * and the LoRA adapter's (fc_lm_save_lora). */
+fc_status fc_lm_write_gguf(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dtype dt, fc_lm_gguf_head_fn head);
 
 /* Collect m's parameters (every bound slot of the entry but rope_freqs;
  * the tied output once) into lm->params / lm->names. 0, or -1 (OOM). */

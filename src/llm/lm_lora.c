@@ -232,10 +232,17 @@ fail:
 
 /* ---- the adapter file ------------------------------------------------------------------ */
 
-#define TRY(x)                              \
-    do {                                    \
-        if ((st = (x)) != FC_OK) goto done; \
-    } while (0)
+/* general.* and adapter.*: llama.cpp's adapter keys */
+static fc_status adapter_head(fc_ctx *ctx, fc_gguf_writer *w, const fc_lm *lm, fc_dtype dt)
+{
+    (void)ctx, (void)dt;
+    fc_status st = fc_gguf_set_str(w, "general.architecture", lm->m->desc->name);
+    if (st == FC_OK) st = fc_gguf_set_str(w, "general.type", "adapter");
+    if (st == FC_OK) st = fc_gguf_set_str(w, "general.name", "fucina LoRA adapter");
+    if (st == FC_OK) st = fc_gguf_set_str(w, "adapter.type", "lora");
+    if (st == FC_OK) st = fc_gguf_set_f32(w, "adapter.lora.alpha", (float)lm->lora_alpha);
+    return st;
+}
 
 fc_status fc_lm_save_lora(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dtype dtype)
 {
@@ -253,29 +260,7 @@ fc_status fc_lm_save_lora(fc_ctx *ctx, const fc_lm *lm, const char *path, fc_dty
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: dtype %s: an adapter is f32, f16 or bf16", op, fc_dtype_name(dt));
         return FC_ERR_INVALID_ARG;
     }
-    fc_status st = FC_OK;
-    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
-    if (!w) return fc_ctx_status(ctx);
-    TRY(fc_gguf_set_str(w, "general.architecture", lm->m->desc->name));
-    TRY(fc_gguf_set_str(w, "general.type", "adapter"));
-    TRY(fc_gguf_set_str(w, "general.name", "fucina LoRA adapter"));
-    TRY(fc_gguf_set_str(w, "adapter.type", "lora"));
-    TRY(fc_gguf_set_f32(w, "adapter.lora.alpha", (float)lm->lora_alpha));
-    /* params are the pairs' A and B with their GGUF names; our [rank, in] is GGUF's ne [in, rank] */
-    for (int i = 0; i < lm->n_params; i++) {
-        fc_tensor *p = lm->params[i];
-        if (dt == FC_F32) {
-            TRY(fc_gguf_writer_add_tensor(w, lm->names[i], p));
-            continue;
-        }
-        fc_scope sc = fc_scope_begin(ctx);
-        fc_tensor *c = fc_cast(ctx, fc_detach(ctx, p), dt);
-        st = c ? fc_gguf_writer_add_tensor(w, lm->names[i], c) : fc_ctx_status(ctx);
-        fc_scope_end(ctx, sc);
-        if (st != FC_OK) goto done;
-    }
-    TRY(fc_gguf_writer_save(w, path));
-done:
-    fc_gguf_writer_free(w);
-    return st;
+    /* params are the pairs' A and B (matrices: all in dt) with their GGUF names; our [rank, in] is GGUF's ne
+     * [in, rank] */
+    return fc_lm_write_gguf(ctx, lm, path, dt, adapter_head);
 }

@@ -223,6 +223,25 @@ static inline lp_stats lp_compare(const float *ours, const float *ref, int n, in
     return st;
 }
 
+/* lp_prompt in m's tokenizer (special tokens parsed): *nt tokens, freed
+ * with fc_tokens_free. */
+static inline fc_token *lp_prompt_tokens(fc_ctx *ctx, fc_llm_model *m, size_t *nt)
+{
+    fc_token *toks;
+    cr_assert_eq(
+        fc_tokenize(ctx, fc_llm_model_tokenizer(m), lp_prompt, strlen(lp_prompt), FC_TOKENIZE_PARSE_SPECIAL, &toks, nt),
+        FC_OK, "%s", fc_ctx_error(ctx));
+    return toks;
+}
+
+/* max |a - b| / max |b| over n values (how far adapters move the logits) */
+static inline double lp_rel_diff(const float *a, const float *b, int64_t n)
+{
+    double d = 0, mx = 0;
+    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i])), mx = fmax(mx, fabs(b[i]));
+    return d / mx;
+}
+
 /* LoRA adapters on the oracle's context (llama_adapter_lora_init, then
  * llama_set_adapters_lora with their scales; skips the test when the
  * oracle's release lacks them). n 0: nothing. */

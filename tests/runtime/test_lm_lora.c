@@ -36,30 +36,13 @@
 #include "fucina/lm_train.h"
 #include "fucina/lora.h"
 #include "llm_parity.h"
+#include "lm_fixtures.h"
 
 FCT_SUITE_WITH_TMPDIR(lm_lora, 1, "fc_lm_lora_");
 
-/* Paths stay valid for the test (fct_path's buffers rotate). */
-static const char *keep_path(const char *name)
-{
-    static char paths[16][512];
-    static int next;
-    char *p = paths[next++ % 16];
-    snprintf(p, 512, "%s", fct_path(dir, name));
-    return p;
-}
-
-static const char *make_model(const char *arch, const char *name, int untied)
-{
-    const char *path = keep_path(name);
-    fc_make_model_options mo = {.arch = arch, .seed = 11, .untied = untied};
-    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
-    return path;
-}
-
 static const char *quantize_q8(const char *in, const char *name)
 {
-    const char *out = keep_path(name);
+    const char *out = lf_path(dir, name);
     fc_quantize_options qo = fc_quantize_default_options();
     qo.type = "Q8_0";
     cr_assert_eq(fc_gguf_quantize(ctx, in, out, &qo, NULL), FC_OK, "%s", fc_ctx_error(ctx));
@@ -73,43 +56,6 @@ static fc_lm *lora_model(const char *base, const fc_lm_lora_config *cfg)
     return lm;
 }
 
-static const fc_token k_row[] = {5, 17, 42, 99, 3, 250, 7, 7, 61, 120, 33, 8, 200, 14, 77, 2};
-#define ROW ((int64_t)(sizeof k_row / sizeof k_row[0]))
-
-/* The session's logits of k_row on m (f32 cache), n_vocab per position. */
-static float *session_logits(const fc_llm_model *m)
-{
-    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    fc_llm_session_options so = fc_llm_session_default_options();
-    so.kv_type = FC_F32;
-    so.n_ctx = 64;
-    fc_llm_session *s = fc_llm_session_new_ex(ctx, m, &so);
-    cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
-    float *l = malloc((size_t)(ROW * nv) * sizeof *l);
-    cr_assert_eq(fc_llm_session_eval(ctx, s, k_row, ROW, l), FC_OK, "%s", fc_ctx_error(ctx));
-    fc_llm_session_free(s);
-    return l;
-}
-
-/* max |training graph - ref| / max |ref| of k_row's logits. */
-static double graph_vs(fc_lm *lm, const float *ref)
-{
-    const int64_t nv = fc_lm_hparams(lm)->n_vocab;
-    fc_scope s = fc_scope_begin(ctx);
-    fc_tensor *x = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 1}, {"seq", ROW}), k_row, sizeof k_row);
-    fc_tensor *l = fc_lm_logits(ctx, lm, x, NULL);
-    cr_assert_not_null(l, "%s", fc_ctx_error(ctx));
-    double *v = fct_values(l);
-    double worst = 0, scale = 0;
-    for (int64_t i = 0; i < ROW * nv; i++) {
-        worst = fmax(worst, fabs(v[i] - ref[i]));
-        scale = fmax(scale, fabs(ref[i]));
-    }
-    free(v);
-    fc_scope_end(ctx, s);
-    return worst / scale;
-}
-
 /* ---- step 0 is the base ---------------------------------------------------------------------- */
 
 static void step0_is_base(const char *base, double bound, const char *what)
@@ -117,14 +63,14 @@ static void step0_is_base(const char *base, double bound, const char *what)
     fc_llm_model *m = fc_llm_model_load(ctx, base);
     cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    float *ref = session_logits(m);
+    float *ref = lf_session_logits(ctx, m);
     fc_lm *lm = lora_model(base, &(fc_lm_lora_config){.rank = 4, .seed = 3});
     cr_assert_eq(fc_lm_param_count(lm), 2 * 7 * (int)fc_lm_hparams(lm)->n_layer, "the seven projections by default");
-    const double d = graph_vs(lm, ref);
+    const double d = lf_graph_vs(ctx, lm, ref, NULL, NULL);
     cr_expect_leq(d, bound, "%s: LoRA graph at step 0 vs the base's inference: %.3g > %.3g", what, d, bound);
     cr_log_info("%s: step-0 LoRA graph vs base inference max|diff|/max|logit| = %.3g", what, d);
-    float *mine = session_logits(fc_lm_model(lm)); /* B = 0: the attached adapter adds zeros */
-    cr_expect(!memcmp(mine, ref, (size_t)(ROW * nv) * sizeof *ref), "%s: the LoRA model's session is not the base's",
+    float *mine = lf_session_logits(ctx, fc_lm_model(lm)); /* B = 0: the attached adapter adds zeros */
+    cr_expect(!memcmp(mine, ref, (size_t)(LF_ROW * nv) * sizeof *ref), "%s: the LoRA model's session is not the base's",
               what);
     free(mine);
     free(ref);
@@ -134,56 +80,33 @@ static void step0_is_base(const char *base, double bound, const char *what)
 
 Test(lm_lora, step0_equals_base_f32)
 {
-    step0_is_base(make_model("qwen3", "base.gguf", 1), 1e-5, "f32");
+    step0_is_base(lf_make_model(ctx, dir, "qwen3", "base.gguf", 1), 1e-5, "f32");
 }
 Test(lm_lora, step0_equals_base_f16)
 {
-    const char *path = keep_path("base_f16.gguf");
+    const char *path = lf_path(dir, "base_f16.gguf");
     fc_make_model_options mo = {.arch = "llama", .seed = 11, .untied = 1, .dtype = FC_F16};
     cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
     step0_is_base(path, 1e-5, "llama f16");
 }
 Test(lm_lora, step0_equals_base_q8_0)
 {
-    step0_is_base(quantize_q8(make_model("qwen3", "base.gguf", 1), "base_q8.gguf"), 1e-4, "q8_0");
+    step0_is_base(quantize_q8(lf_make_model(ctx, dir, "qwen3", "base.gguf", 1), "base_q8.gguf"), 1e-4, "q8_0");
 }
 
 /* ---- gradients ------------------------------------------------------------------------------- */
-
-typedef struct gc_user {
-    fc_lm *lm;
-    fc_tensor *x, *y;
-} gc_user;
-
-static fc_tensor *gc_loss(fc_ctx *c, void *user, fc_tensor *const *in, int n_in)
-{
-    (void)in, (void)n_in;
-    gc_user *u = user;
-    return fc_lm_loss(c, u->lm, u->x, u->y, NULL);
-}
-
-/* p's values replaced by uniform(-a, a) from seed. */
-static void randomize(fc_tensor *p, uint64_t seed, double a)
-{
-    fc_dim dims[2];
-    for (int i = 0; i < fc_tensor_rank(p); i++) dims[i] = (fc_dim){fc_tensor_axis(p, i), fc_tensor_dim(p, i)};
-    fc_scope s = fc_scope_begin(ctx);
-    fc_tensor *r = fc_rand_uniform(ctx, FC_F32, dims, fc_tensor_rank(p), seed, -a, a);
-    cr_assert_eq(fc_copy_into(ctx, fc_detach(ctx, p), r), FC_OK, "%s", fc_ctx_error(ctx));
-    fc_scope_end(ctx, s);
-}
 
 /* A tiny f32 base (embd 16, one layer) with every weight random (the zero-initialised projections of
  * fc_lm_new would hide gradients), written as GGUF. */
 static const char *tiny_base(void)
 {
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
     fc_lm *b = fc_lm_new(
         ctx, tok,
         &(fc_lm_config){.n_embd = 16, .n_layer = 1, .n_head = 2, .n_head_kv = 1, .n_ff = 24, .n_ctx = 16, .seed = 9});
     cr_assert_not_null(b, "%s", fc_ctx_error(ctx));
-    for (int i = 0; i < fc_lm_param_count(b); i++) randomize(fc_lm_param(b, i, NULL), 200 + (uint64_t)i, 0.5);
-    const char *path = keep_path("tiny.gguf");
+    for (int i = 0; i < fc_lm_param_count(b); i++) lf_randomize(ctx, fc_lm_param(b, i, NULL), 200 + (uint64_t)i, 0.5);
+    const char *path = lf_path(dir, "tiny.gguf");
     cr_assert_eq(fc_lm_save_gguf(ctx, b, path, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
     fc_lm_free(b);
     return path;
@@ -197,66 +120,14 @@ Test(lm_lora, gradcheck_pairs)
     const int np = fc_lm_param_count(lm);
     cr_assert_eq(np, 16);
     /* B = 0 would make A's gradient zero: randomise both */
-    for (int i = 0; i < np; i++) randomize(fc_lm_param(lm, i, NULL), 300 + (uint64_t)i, 0.6);
-    static const int32_t xs[] = {1, 4, 9, 2, 2, 7, 0, 10, 5, 3};
-    static const int32_t ys[] = {4, 9, 2, 2, 7, -100, 10, 5, 3, 1};
-    fc_scope s = fc_scope_begin(ctx);
-    gc_user u = {lm, fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", 5}), xs, sizeof xs),
-                 fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", 5}), ys, sizeof ys)};
-    fc_tensor *ps[16];
-    for (int i = 0; i < np; i++) ps[i] = fc_lm_param(lm, i, NULL);
-    const fc_status st =
-        fc_gradcheck(ctx, gc_loss, &u, ps, np, &(fc_gradcheck_opts){.eps = 1e-2, .atol = 2e-3, .rtol = 2e-2});
+    const fc_status st = lf_gradcheck_params(ctx, lm, 300, 0.6);
     cr_expect_eq(st, FC_OK, "%s", fc_ctx_error(ctx));
-    fc_scope_end(ctx, s);
     fc_lm_free(lm);
 }
 
 /* ---- training ---------------------------------------------------------------------------------- */
 
-/* A small corpus of templated sentences (as test_lm_train.c's). */
-static const char *write_corpus(const char *name, int n_docs, uint64_t seed)
-{
-    static const char *subj[] = {"the cat", "a dog", "the tensor", "my friend", "the model", "a small bird"};
-    static const char *verb[] = {"sees", "likes", "follows", "learns", "finds"};
-    static const char *obj[] = {"the mat.", "a red ball.", "the long road.", "its own shadow.", "the gradient."};
-    const char *path = keep_path(name);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    uint64_t s = seed;
-    for (int d = 0; d < n_docs; d++) {
-        fputs("{\"text\": \"", f);
-        for (int k = 0; k < 4; k++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            const unsigned r = (unsigned)(s >> 33);
-            fprintf(f, "%s%s %s %s", k ? " " : "", subj[r % 6], verb[(r / 6) % 5], obj[(r / 30) % 5]);
-        }
-        fputs("\"}\n", f);
-    }
-    fclose(f);
-    return path;
-}
-
-typedef struct log_steps {
-    double loss[64];
-    int n;
-    const char *ckpt, *copy_to;
-    int64_t copy_at;
-} log_steps;
-
-static void on_step(const fc_lm_step_info *info, void *user)
-{
-    log_steps *l = user;
-    if (l->n < 64) l->loss[l->n++] = info->loss;
-    if (l->copy_to && info->step == l->copy_at) {
-        size_t n;
-        unsigned char *b = fct_read_file(l->ckpt, &n);
-        fct_write_file(l->copy_to, b, n);
-        free(b);
-    }
-}
-
-static fc_lm_train_options train_opts(const char **train, log_steps *log)
+static fc_lm_train_options train_opts(const char **train, lf_steps *log)
 {
     return (fc_lm_train_options){.data = FC_LM_DATA_TEXT,
                                  .train_files = train,
@@ -265,15 +136,15 @@ static fc_lm_train_options train_opts(const char **train, log_steps *log)
                                  .seq = 32,
                                  .batch = 4,
                                  .lora_lr = 1e-2,
-                                 .on_step = on_step,
+                                 .on_step = lf_on_step,
                                  .user = log};
 }
 
 /* Train 20 steps on base; the loss falls by a third. The model is returned trained. */
 static fc_lm *train_on(const char *base, const char *what)
 {
-    const char *train = write_corpus("train.jsonl", 100, 1);
-    log_steps a = {0};
+    const char *train = lf_write_corpus(dir, "train.jsonl", 100, 1);
+    lf_steps a = {0};
     fc_lm_train_options o = train_opts(&train, &a);
     fc_lm *lm = lora_model(base, &(fc_lm_lora_config){.rank = 8, .alpha = 16, .seed = 1});
     cr_assert_eq(fc_lm_train(ctx, lm, &o), FC_OK, "%s: %s", what, fc_ctx_error(ctx));
@@ -286,7 +157,7 @@ static fc_lm *train_on(const char *base, const char *what)
 
 Test(lm_lora, loss_falls_f32_and_q8_0)
 {
-    const char *base = make_model("qwen3", "base.gguf", 1);
+    const char *base = lf_make_model(ctx, dir, "qwen3", "base.gguf", 1);
     fc_lm_free(train_on(base, "f32"));
     const char *q8 = quantize_q8(base, "base_q8.gguf");
     fc_lm *lm = train_on(q8, "q8_0");
@@ -298,10 +169,10 @@ Test(lm_lora, loss_falls_f32_and_q8_0)
 
 Test(lm_lora, resume_is_bitwise)
 {
-    const char *base = make_model("qwen3", "base.gguf", 1);
-    const char *train = write_corpus("train.jsonl", 100, 1);
-    const char *ckpt = keep_path("run.safetensors"), *ckpt6 = keep_path("run6.safetensors");
-    log_steps a = {.ckpt = ckpt, .copy_to = ckpt6, .copy_at = 6}, b = {0};
+    const char *base = lf_make_model(ctx, dir, "qwen3", "base.gguf", 1);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 100, 1);
+    const char *ckpt = lf_path(dir, "run.safetensors"), *ckpt6 = lf_path(dir, "run6.safetensors");
+    lf_steps a = {.ckpt = ckpt, .copy_to = ckpt6, .copy_at = 6}, b = {0};
     fc_lm_train_options o = train_opts(&train, &a);
     o.steps = 12, o.save_path = ckpt, o.save_every = 6, o.warmup = 0.1;
     const fc_lm_lora_config lc = {.rank = 4, .seed = 2};
@@ -311,50 +182,26 @@ Test(lm_lora, resume_is_bitwise)
     o.resume_path = ckpt6, o.save_path = NULL, o.save_every = 0, o.user = &b;
     o.checkpoint_layers = 1; /* recomputed layers give the same gradient bits */
     cr_assert_eq(fc_lm_train(ctx, lm2, &o), FC_OK, "%s", fc_ctx_error(ctx));
-    cr_assert_eq(b.n, 6, "the resumed run took %d steps", b.n);
-    for (int i = 0; i < 6; i++)
-        cr_expect(a.loss[6 + i] == b.loss[i], "step %d: loss %.9g uninterrupted, %.9g resumed", 7 + i, a.loss[6 + i],
-                  b.loss[i]);
-    for (int i = 0; i < fc_lm_param_count(lm); i++) {
-        const char *name;
-        fc_tensor *p = fc_lm_param(lm, i, &name);
-        fct_expect_bits(ctx, p, ctx, fc_lm_param(lm2, i, NULL), name);
-    }
+    lf_expect_resumed(ctx, &a, &b, 6, 6, lm, lm2);
     fc_lm_free(lm2);
     fc_lm_free(lm);
 }
 
 /* ---- the adapter in llama.cpp ------------------------------------------------------------------ */
 
-static fc_token *prompt(fc_llm_model *m, size_t *nt)
-{
-    fc_token *toks;
-    cr_assert_eq(
-        fc_tokenize(ctx, fc_llm_model_tokenizer(m), lp_prompt, strlen(lp_prompt), FC_TOKENIZE_PARSE_SPECIAL, &toks, nt),
-        FC_OK, "%s", fc_ctx_error(ctx));
-    return toks;
-}
-
-static double rel_diff(const float *a, const float *b, int64_t n)
-{
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i])), mx = fmax(mx, fabs(b[i]));
-    return d / mx;
-}
-
 Test(lm_lora, adapter_and_merge_match_llama)
 {
     lp_oracle o = lp_get_oracle();
-    const char *base = make_model("qwen3", "base.gguf", 1);
+    const char *base = lf_make_model(ctx, dir, "qwen3", "base.gguf", 1);
     fc_lm *lm = train_on(base, "f32");
-    const char *ad = keep_path("adapter.gguf"), *ad16 = keep_path("adapter_f16.gguf");
+    const char *ad = lf_path(dir, "adapter.gguf"), *ad16 = lf_path(dir, "adapter_f16.gguf");
     cr_assert_eq(fc_lm_save_lora(ctx, lm, ad, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
     cr_assert_eq(fc_lm_save_lora(ctx, lm, ad16, FC_F16), FC_OK, "%s", fc_ctx_error(ctx));
 
     /* ours: the base with the adapter file, against the training graph and against llama.cpp */
     fc_llm_model *m = fc_llm_model_load(ctx, base);
     cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
-    float *plain = session_logits(m);
+    float *plain = lf_session_logits(ctx, m);
     fc_llm_lora *a = fc_llm_lora_load(ctx, m, ad);
     cr_assert_not_null(a, "%s", fc_ctx_error(ctx));
     cr_expect_eq(fc_llm_lora_alpha(a), 16.0f);
@@ -362,9 +209,9 @@ Test(lm_lora, adapter_and_merge_match_llama)
     const float one = 1.0f;
     cr_assert_eq(fc_llm_model_set_loras(ctx, m, &a, &one, 1), FC_OK, "%s", fc_ctx_error(ctx));
     fc_llm_lora_free(a);
-    float *adapted = session_logits(m);
+    float *adapted = lf_session_logits(ctx, m);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    const double moved = rel_diff(plain, adapted, ROW * nv), g = graph_vs(lm, adapted);
+    const double moved = lp_rel_diff(plain, adapted, LF_ROW * nv), g = lf_graph_vs(ctx, lm, adapted, NULL, NULL);
     cr_expect_gt(moved, 1e-2, "the trained adapter changes the logits by only %.3g", moved);
     cr_expect_leq(g, 1e-5, "the adapter file applied vs the training graph: %.3g", g);
     fc_llm_lora *a16 = fc_llm_lora_load(ctx, m, ad16);
@@ -372,7 +219,7 @@ Test(lm_lora, adapter_and_merge_match_llama)
     fc_llm_lora_free(a16);
 
     size_t nt;
-    fc_token *toks = prompt(m, &nt);
+    fc_token *toks = lp_prompt_tokens(ctx, m, &nt);
     const int len = (int)nt, split = len - 3;
     float *ours = lp_our_logits(ctx, m, toks, len, split);
     float *ref = lp_oracle_logits_lora(&o, base, toks, len, split, nv, &ad, &one, 1);
@@ -384,7 +231,7 @@ Test(lm_lora, adapter_and_merge_match_llama)
     free(ours), free(ref), free(plain), free(adapted);
 
     /* merged (f32), then Q8_0: llama.cpp and we on that file */
-    const char *merged = keep_path("merged.gguf");
+    const char *merged = lf_path(dir, "merged.gguf");
     cr_assert_eq(fc_llm_lora_merge(ctx, base, &ad, &one, 1, merged, NULL), FC_OK, "%s", fc_ctx_error(ctx));
     const char *mq = quantize_q8(merged, "merged_q8.gguf");
     fc_llm_model *mm = fc_llm_model_load(ctx, mq);
@@ -405,10 +252,10 @@ Test(lm_lora, adapter_and_merge_match_llama)
 
 Test(lm_lora, bad_inputs_are_refused)
 {
-    const char *moe = make_model("qwen3moe", "moe.gguf", 0);
+    const char *moe = lf_make_model(ctx, dir, "qwen3moe", "moe.gguf", 0);
     cr_expect_null(fc_lm_lora_new(ctx, moe, NULL));
     fct_expect_error(ctx, FC_ERR_UNSUPPORTED, "moe.gguf", "qwen3moe");
-    const char *base = make_model("qwen3", "base.gguf", 0); /* tied: no output.weight */
+    const char *base = lf_make_model(ctx, dir, "qwen3", "base.gguf", 0); /* tied: no output.weight */
     cr_expect_null(fc_lm_lora_new(ctx, base, &(fc_lm_lora_config){.rank = -1}));
     fct_expect_error(ctx, FC_ERR_INVALID_ARG, "fc_lm_lora_new", "rank -1");
     static const char *const unknown[] = {"q", "attn_z"};

@@ -27,6 +27,7 @@
 #include "fucina/fucina.h"
 #include "fucina/lm_train.h"
 #include "llm_parity.h"
+#include "lm_fixtures.h"
 
 FCT_SUITE_WITH_TMPDIR(lm_train, 1, "fc_lm_train_");
 
@@ -135,66 +136,19 @@ Test(lm_train, two_steps_match_pytorch)
 
 /* ---- against the inference forward ---------------------------------------------------------- */
 
-/* Paths stay valid for the test (fct_path's buffers rotate). */
-static const char *keep_path(const char *name)
-{
-    static char paths[16][512];
-    static int next;
-    char *p = paths[next++ % 16];
-    snprintf(p, 512, "%s", fct_path(dir, name));
-    return p;
-}
-
-static const char *make_model(const char *arch, const char *name, int untied)
-{
-    const char *path = keep_path(name);
-    fc_make_model_options mo = {.arch = arch, .seed = 11, .untied = untied};
-    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
-    return path;
-}
-
-static const fc_token k_row[] = {5, 17, 42, 99, 3, 250, 7, 7, 61, 120, 33, 8, 200, 14, 77, 2};
-#define ROW ((int64_t)(sizeof k_row / sizeof k_row[0]))
-
-/* The session's logits of k_row on m (f32 cache), n_vocab per position. */
-static float *session_logits(const fc_llm_model *m)
-{
-    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    fc_llm_session_options so = fc_llm_session_default_options();
-    so.kv_type = FC_F32;
-    so.n_ctx = 64;
-    fc_llm_session *s = fc_llm_session_new_ex(ctx, m, &so);
-    cr_assert_not_null(s, "%s", fc_ctx_error(ctx));
-    float *l = malloc((size_t)(ROW * nv) * sizeof *l);
-    cr_assert_eq(fc_llm_session_eval(ctx, s, k_row, ROW, l), FC_OK, "%s", fc_ctx_error(ctx));
-    fc_llm_session_free(s);
-    return l;
-}
-
 static void graph_equals_inference(const char *arch, int untied)
 {
     char name[64];
     snprintf(name, sizeof name, "%s%s.gguf", arch, untied ? "_untied" : "");
-    fc_lm *lm = fc_lm_load(ctx, make_model(arch, name, untied));
+    fc_lm *lm = fc_lm_load(ctx, lf_make_model(ctx, dir, arch, name, untied));
     cr_assert_not_null(lm, "%s", fc_ctx_error(ctx));
-    const int64_t nv = fc_lm_hparams(lm)->n_vocab;
-    float *ref = session_logits(fc_lm_model(lm));
-    fc_scope s = fc_scope_begin(ctx);
-    fc_tensor *x = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 1}, {"seq", ROW}), k_row, sizeof k_row);
-    fc_tensor *l = fc_lm_logits(ctx, lm, x, NULL);
-    cr_assert_not_null(l, "%s", fc_ctx_error(ctx));
-    double *v = fct_values(l);
-    double worst = 0, scale = 0;
-    for (int64_t i = 0; i < ROW * nv; i++) {
-        worst = fmax(worst, fabs(v[i] - ref[i]));
-        scale = fmax(scale, fabs(ref[i]));
-    }
+    float *ref = lf_session_logits(ctx, fc_lm_model(lm));
+    double worst, scale;
+    lf_graph_vs(ctx, lm, ref, &worst, &scale);
     /* f32 both ways: rounding differs (fused kernels, summation order) */
     cr_expect_leq(worst, 1e-5 * scale, "%s: training graph vs inference: max|diff| %.3g, max|logit| %.3g", name,
                   worst, scale);
     cr_log_info("%s: training graph vs inference max|diff|/max|logit| = %.3g", name, worst / scale);
-    free(v);
-    fc_scope_end(ctx, s);
     free(ref);
     fc_lm_free(lm);
 }
@@ -208,15 +162,15 @@ Test(lm_train, qwen2_graph_equals_inference) { graph_equals_inference("qwen2", 0
  * logits are the same bits; f16 loads too. */
 Test(lm_train, export_reloads_bitwise)
 {
-    fc_lm *lm = fc_lm_load(ctx, make_model("qwen3", "src.gguf", 1));
+    fc_lm *lm = fc_lm_load(ctx, lf_make_model(ctx, dir, "qwen3", "src.gguf", 1));
     cr_assert_not_null(lm, "%s", fc_ctx_error(ctx));
     const char *out = fct_path(dir, "exported.gguf");
     cr_assert_eq(fc_lm_save_gguf(ctx, lm, out, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
     fc_llm_model *m = fc_llm_model_load(ctx, out);
     cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    float *a = session_logits(fc_lm_model(lm)), *b = session_logits(m);
-    cr_expect(!memcmp(a, b, (size_t)(ROW * nv) * sizeof *a), "exported model's logits differ");
+    float *a = lf_session_logits(ctx, fc_lm_model(lm)), *b = lf_session_logits(ctx, m);
+    cr_expect(!memcmp(a, b, (size_t)(LF_ROW * nv) * sizeof *a), "exported model's logits differ");
     free(a), free(b);
     fc_llm_model_free(m);
     const char *h = fct_path(dir, "exported_f16.gguf");
@@ -253,38 +207,15 @@ static fc_tensor *grads_of(fc_lm *lm, fc_tensor *x, fc_tensor *y, int checkpoint
 
 Test(lm_train, activation_checkpointing_same_bits)
 {
-    fc_lm *lm = fc_lm_load(ctx, make_model("qwen3", "ckpt.gguf", 1));
+    fc_lm *lm = fc_lm_load(ctx, lf_make_model(ctx, dir, "qwen3", "ckpt.gguf", 1));
     cr_assert_not_null(lm, "%s", fc_ctx_error(ctx));
     fc_scope s = fc_scope_begin(ctx);
-    fc_tensor *x = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", ROW / 2}), k_row, sizeof k_row);
-    fc_tensor *y = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", ROW / 2}), k_row, sizeof k_row);
+    fc_tensor *x = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", LF_ROW / 2}), lf_row, sizeof lf_row);
+    fc_tensor *y = fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", LF_ROW / 2}), lf_row, sizeof lf_row);
     fc_tensor *a = grads_of(lm, x, y, 0), *b = grads_of(lm, x, y, 1);
     fct_expect_bits(ctx, a, ctx, b, "gradients with and without activation checkpointing");
     fc_scope_end(ctx, s);
     fc_lm_free(lm);
-}
-
-typedef struct gc_user {
-    fc_lm *lm;
-    fc_tensor *x, *y;
-} gc_user;
-
-static fc_tensor *gc_loss(fc_ctx *c, void *user, fc_tensor *const *in, int n_in)
-{
-    (void)in, (void)n_in;
-    gc_user *u = user;
-    return fc_lm_loss(c, u->lm, u->x, u->y, NULL);
-}
-
-/* p's values replaced by uniform(-a, a) from seed. */
-static void randomize(fc_tensor *p, uint64_t seed, double a)
-{
-    fc_dim dims[2];
-    for (int i = 0; i < fc_tensor_rank(p); i++) dims[i] = (fc_dim){fc_tensor_axis(p, i), fc_tensor_dim(p, i)};
-    fc_scope s = fc_scope_begin(ctx);
-    fc_tensor *r = fc_rand_uniform(ctx, FC_F32, dims, fc_tensor_rank(p), seed, -a, a);
-    cr_assert_eq(fc_copy_into(ctx, fc_detach(ctx, p), r), FC_OK, "%s", fc_ctx_error(ctx));
-    fc_scope_end(ctx, s);
 }
 
 /* Finite differences on a tiny model, every parameter kind (embedding,
@@ -295,21 +226,9 @@ static void gradcheck_family(const char *arch)
                           &(fc_lm_config){.arch = arch, .n_vocab = 11, .n_embd = 8, .n_layer = 1, .n_head = 2,
                                           .n_head_kv = 1, .n_ff = 12, .n_ctx = 8, .seed = 3});
     cr_assert_not_null(lm, "%s", fc_ctx_error(ctx));
-    const int np = fc_lm_param_count(lm);
     /* zero-initialised projections would hide their inputs' gradients: randomise every parameter */
-    for (int i = 0; i < np; i++) randomize(fc_lm_param(lm, i, NULL), 100 + (uint64_t)i, 0.9);
-    static const int32_t xs[] = {1, 4, 9, 2, 2, 7, 0, 10, 5, 3};
-    static const int32_t ys[] = {4, 9, 2, 2, 7, -100, 10, 5, 3, 1};
-    fc_scope s = fc_scope_begin(ctx);
-    gc_user u = {lm, fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", 5}), xs, sizeof xs),
-                 fc_from_data(ctx, FC_I32, FC_SHAPE({"b", 2}, {"seq", 5}), ys, sizeof ys)};
-    fc_tensor **ps = malloc((size_t)np * sizeof *ps);
-    for (int i = 0; i < np; i++) ps[i] = fc_lm_param(lm, i, NULL);
-    const fc_status st = fc_gradcheck(ctx, gc_loss, &u, ps, np, &(fc_gradcheck_opts){.eps = 1e-2, .atol = 2e-3,
-                                                                                     .rtol = 2e-2});
+    const fc_status st = lf_gradcheck_params(ctx, lm, 100, 0.9);
     cr_expect_eq(st, FC_OK, "%s: %s", arch, fc_ctx_error(ctx));
-    free(ps);
-    fc_scope_end(ctx, s);
     fc_lm_free(lm);
 }
 
@@ -317,49 +236,6 @@ Test(lm_train, gradcheck_qwen3) { gradcheck_family("qwen3"); }
 Test(lm_train, gradcheck_qwen2) { gradcheck_family("qwen2"); }
 
 /* ---- the loop ---------------------------------------------------------------------------------- */
-
-/* A small corpus of templated sentences: learnable structure (agreement,
- * fixed phrases) a tiny model picks up within a few dozen steps. */
-static const char *write_corpus(const char *name, int n_docs, uint64_t seed)
-{
-    static const char *subj[] = {"the cat", "a dog", "the tensor", "my friend", "the model", "a small bird"};
-    static const char *verb[] = {"sees", "likes", "follows", "learns", "finds"};
-    static const char *obj[] = {"the mat.", "a red ball.", "the long road.", "its own shadow.", "the gradient."};
-    const char *path = keep_path(name);
-    FILE *f = fopen(path, "w");
-    cr_assert_not_null(f);
-    uint64_t s = seed;
-    for (int d = 0; d < n_docs; d++) {
-        fputs("{\"text\": \"", f);
-        for (int k = 0; k < 4; k++) {
-            s = s * 6364136223846793005ull + 1442695040888963407ull;
-            const unsigned r = (unsigned)(s >> 33);
-            fprintf(f, "%s%s %s %s", k ? " " : "", subj[r % 6], verb[(r / 6) % 5], obj[(r / 30) % 5]);
-        }
-        fputs("\"}\n", f);
-    }
-    fclose(f);
-    return path;
-}
-
-typedef struct log_steps {
-    double loss[256];
-    int n;
-    const char *ckpt, *copy_to;
-    int64_t copy_at;
-} log_steps;
-
-static void on_step(const fc_lm_step_info *info, void *user)
-{
-    log_steps *l = user;
-    if (l->n < 256) l->loss[l->n++] = info->loss;
-    if (l->copy_to && info->step == l->copy_at) {
-        size_t n;
-        unsigned char *b = fct_read_file(l->ckpt, &n);
-        fct_write_file(l->copy_to, b, n);
-        free(b);
-    }
-}
 
 static fc_lm *small_model(const char *tok)
 {
@@ -370,13 +246,13 @@ static fc_lm *small_model(const char *tok)
 
 Test(lm_train, loss_falls_and_resume_is_bitwise)
 {
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
-    const char *train = write_corpus("train.jsonl", 200, 1), *val = write_corpus("val.jsonl", 20, 2);
-    const char *ckpt = keep_path("run.safetensors"), *ckpt10 = keep_path("run10.safetensors");
-    log_steps a = {.ckpt = ckpt, .copy_to = ckpt10, .copy_at = 10}, b = {0};
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 200, 1), *val = lf_write_corpus(dir, "val.jsonl", 20, 2);
+    const char *ckpt = lf_path(dir, "run.safetensors"), *ckpt10 = lf_path(dir, "run10.safetensors");
+    lf_steps a = {.ckpt = ckpt, .copy_to = ckpt10, .copy_at = 10}, b = {0};
     fc_lm_train_options o = {.train_files = &train, .n_train_files = 1, .val_files = &val, .n_val_files = 1,
                              .steps = 30, .seq = 32, .batch = 4, .warmup = 0.1, .save_path = ckpt, .save_every = 10,
-                             .on_step = on_step, .user = &a};
+                             .on_step = lf_on_step, .user = &a};
     fc_lm *lm = small_model(tok);
     cr_assert_eq(fc_lm_train(ctx, lm, &o), FC_OK, "%s", fc_ctx_error(ctx));
     cr_assert_eq(a.n, 30);
@@ -388,15 +264,7 @@ Test(lm_train, loss_falls_and_resume_is_bitwise)
     o.save_path = NULL, o.save_every = 0;
     o.user = &b;
     cr_assert_eq(fc_lm_train(ctx, lm2, &o), FC_OK, "%s", fc_ctx_error(ctx));
-    cr_assert_eq(b.n, 20, "the resumed run took %d steps", b.n);
-    for (int i = 0; i < 20; i++)
-        cr_expect(a.loss[10 + i] == b.loss[i], "step %d: loss %.9g uninterrupted, %.9g resumed", 11 + i,
-                  a.loss[10 + i], b.loss[i]);
-    for (int i = 0; i < fc_lm_param_count(lm); i++) {
-        const char *name;
-        fc_tensor *p = fc_lm_param(lm, i, &name);
-        fct_expect_bits(ctx, p, ctx, fc_lm_param(lm2, i, NULL), name);
-    }
+    lf_expect_resumed(ctx, &a, &b, 10, 20, lm, lm2);
     /* the same checkpoint with another batch size is refused: the rows would differ */
     o.batch = 8;
     cr_expect_eq(fc_lm_train(ctx, lm2, &o), FC_ERR_INVALID_ARG);
@@ -409,11 +277,11 @@ Test(lm_train, loss_falls_and_resume_is_bitwise)
  * same losses up to float summation order. */
 Test(lm_train, accumulation_matches_one_batch)
 {
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
-    const char *train = write_corpus("train.jsonl", 100, 3);
-    log_steps a = {0}, b = {0};
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 100, 3);
+    lf_steps a = {0}, b = {0};
     fc_lm_train_options o = {.train_files = &train, .n_train_files = 1, .steps = 5, .seq = 16, .batch = 8,
-                             .on_step = on_step, .user = &a};
+                             .on_step = lf_on_step, .user = &a};
     fc_lm *lm = small_model(tok), *lm2 = small_model(tok);
     cr_assert_eq(fc_lm_train(ctx, lm, &o), FC_OK, "%s", fc_ctx_error(ctx));
     o.accum = 4, o.user = &b, o.checkpoint_layers = 1;
@@ -470,12 +338,13 @@ static int pair_broadcast(void *user, int root, void *data, size_t bytes)
  * one thread, like the suite's context). */
 Test(lm_train, two_ranks_equal_one_process)
 {
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
-    const char *train = write_corpus("train.jsonl", 100, 7);
-    const char *one = keep_path("one.gguf"), *rank1 = keep_path("rank1.gguf"), *rank0 = keep_path("rank0.gguf");
-    log_steps a = {0}, b = {0};
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 100, 7);
+    const char *one = lf_path(dir, "one.gguf"), *rank1 = lf_path(dir, "rank1.gguf"),
+               *rank0 = lf_path(dir, "rank0.gguf");
+    lf_steps a = {0}, b = {0};
     fc_lm_train_options o = {.train_files = &train, .n_train_files = 1, .steps = 6, .seq = 16, .batch = 8,
-                             .accum = 4, .on_step = on_step, .user = &a};
+                             .accum = 4, .on_step = lf_on_step, .user = &a};
     fc_lm *lm = small_model(tok);
     cr_assert_eq(fc_lm_train(ctx, lm, &o), FC_OK, "%s", fc_ctx_error(ctx));
     cr_assert_eq(fc_lm_save_gguf(ctx, lm, one, FC_F32), FC_OK, "%s", fc_ctx_error(ctx));
@@ -534,8 +403,8 @@ Test(lm_train, two_ranks_equal_one_process)
 Test(lm_train, exported_model_matches_llama_cpp)
 {
     lp_oracle o = lp_get_oracle();
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
-    const char *train = write_corpus("train.jsonl", 100, 4);
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 100, 4);
     fc_lm *lm = small_model(tok);
     fc_lm_train_options to = {.train_files = &train, .n_train_files = 1, .steps = 10, .seq = 32, .batch = 4};
     cr_assert_eq(fc_lm_train(ctx, lm, &to), FC_OK, "%s", fc_ctx_error(ctx));
@@ -587,7 +456,7 @@ Test(lm_train, refuses_untrainable_models)
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "%s.gguf", k[i].arch);
-        cr_expect_null(fc_lm_load(ctx, make_model(k[i].arch, name, 0)));
+        cr_expect_null(fc_lm_load(ctx, lf_make_model(ctx, dir, k[i].arch, name, 0)));
         fct_expect_error(ctx, FC_ERR_UNSUPPORTED, name, k[i].why);
     }
     const char *q = fct_path(dir, "q8.gguf");
@@ -602,7 +471,7 @@ Test(lm_train, refuses_untrainable_models)
 
 Test(lm_train, bad_data_and_options)
 {
-    const char *tok = make_model("qwen3", "tok.gguf", 0);
+    const char *tok = lf_make_model(ctx, dir, "qwen3", "tok.gguf", 0);
     fc_lm *lm = small_model(tok);
     const char *bad = fct_path(dir, "bad.jsonl");
     fct_write_file(bad, "{\"text\": \"ok\"}\n{\"text\": 3}\n", 27);
@@ -616,7 +485,7 @@ Test(lm_train, bad_data_and_options)
     o.train_files = &missing;
     cr_expect_eq(fc_lm_train(ctx, lm, &o), FC_ERR_IO);
     fct_expect_error(ctx, FC_ERR_IO, "missing.jsonl", "open");
-    const char *train = write_corpus("train.jsonl", 10, 1);
+    const char *train = lf_write_corpus(dir, "train.jsonl", 10, 1);
     o.train_files = &train;
     o.batch = 6, o.accum = 4;
     cr_expect_eq(fc_lm_train(ctx, lm, &o), FC_ERR_INVALID_ARG);

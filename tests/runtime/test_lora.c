@@ -217,23 +217,6 @@ static void set(fc_llm_model *m, const char *const *paths, const float *scales, 
     cr_assert_eq(fc_llm_model_n_loras(m), (size_t)n);
 }
 
-static fc_token *prompt(fc_llm_model *m, size_t *nt)
-{
-    fc_token *toks;
-    cr_assert_eq(
-        fc_tokenize(ctx, fc_llm_model_tokenizer(m), lp_prompt, strlen(lp_prompt), FC_TOKENIZE_PARSE_SPECIAL, &toks, nt),
-        FC_OK, "%s", fc_ctx_error(ctx));
-    return toks;
-}
-
-/* max |a - b| / max |b| over one row */
-static double rel_diff(const float *a, const float *b, int64_t n)
-{
-    double d = 0, mx = 0;
-    for (int64_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i])), mx = fmax(mx, fabs(b[i]));
-    return d / mx;
-}
-
 /* ---- applied, against llama.cpp -------------------------------------------------- */
 
 static void parity(const char *const *paths, const float *scales, int n, const char *what)
@@ -242,7 +225,7 @@ static void parity(const char *const *paths, const float *scales, int n, const c
     fixture f = setup_files();
     fc_llm_model *m = load(f.base);
     size_t nt;
-    fc_token *toks = prompt(m, &nt);
+    fc_token *toks = lp_prompt_tokens(ctx, m, &nt);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     const int len = (int)nt, split = len - 3;
     float *plain = lp_our_logits(ctx, m, toks, len, split);
@@ -252,8 +235,8 @@ static void parity(const char *const *paths, const float *scales, int n, const c
     float *ours = lp_our_logits(ctx, m, toks, len, split);
     float *ref = lp_oracle_logits_lora(&o, f.base, toks, len, split, nv, full, scales, n);
     /* the adapters change the function (a test that applied nothing would pass otherwise) */
-    cr_assert_gt(rel_diff(plain, ours, nv), 0.05, "%s: the adapters change the logits by only %.3g", what,
-                 rel_diff(plain, ours, nv));
+    cr_assert_gt(lp_rel_diff(plain, ours, nv), 0.05, "%s: the adapters change the logits by only %.3g", what,
+                 lp_rel_diff(plain, ours, nv));
     lp_stats st = lp_compare(ours, ref, len, nv, 2e-3, 0.0, 0, what);
     const int steps = lp_greedy_lora(ctx, &o, f.base, m, toks, len, 24, 2e-3, what, full, scales, n);
     cr_log_info("%s: worst max|diff|/max|logit| %.3g, min cosine %.9f; greedy %d/24 identical", what, st.worst_rel,
@@ -298,7 +281,7 @@ Test(lora, fused_projections_match_llama)
     write_adapter(ad, base, &s);
     fc_llm_model *m = load(base);
     size_t nt;
-    fc_token *toks = prompt(m, &nt);
+    fc_token *toks = lp_prompt_tokens(ctx, m, &nt);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     const int len = (int)nt, split = len - 3;
     float *plain = lp_our_logits(ctx, m, toks, len, split);
@@ -307,8 +290,8 @@ Test(lora, fused_projections_match_llama)
     set(m, paths, scales, 1);
     float *ours = lp_our_logits(ctx, m, toks, len, split);
     float *ref = lp_oracle_logits_lora(&o, base, toks, len, split, nv, paths, scales, 1);
-    cr_assert_gt(rel_diff(plain, ours, nv), 0.05, "phi3: the adapter changes the logits by only %.3g",
-                 rel_diff(plain, ours, nv));
+    cr_assert_gt(lp_rel_diff(plain, ours, nv), 0.05, "phi3: the adapter changes the logits by only %.3g",
+                 lp_rel_diff(plain, ours, nv));
     lp_stats st = lp_compare(ours, ref, len, nv, 2e-3, 0.0, 0, "phi3");
     const int steps = lp_greedy_lora(ctx, &o, base, m, toks, len, 24, 2e-3, "phi3", paths, scales, 1);
     cr_log_info("phi3 fused: worst %.3g, min cosine %.9f; greedy %d/24 identical", st.worst_rel, st.worst_cos, steps);
@@ -327,7 +310,7 @@ Test(lora, prefill_decode_and_batch_agree)
     fc_llm_model *m = load(f.base);
     set(m, (const char *[]){f.a1, f.a2}, (const float[]){0.5f, 1.0f}, 2);
     size_t nt;
-    fc_token *toks = prompt(m, &nt);
+    fc_token *toks = lp_prompt_tokens(ctx, m, &nt);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     const size_t rb = (size_t)nv * sizeof(float);
     fc_llm_session_options so = fc_llm_session_default_options();
@@ -360,7 +343,7 @@ Test(lora, prefill_decode_and_batch_agree)
     cr_assert_eq(fc_llm_session_eval(ctx, a, toks, nt, la), FC_OK);
     for (size_t i = 0; i < nt; i++) cr_assert_eq(fc_llm_session_eval(ctx, b, toks + i, 1, lb + i * nv), FC_OK);
     for (size_t i = 0; i < nt; i++) {
-        const double d = rel_diff(la + i * nv, lb + i * nv, nv);
+        const double d = lp_rel_diff(la + i * nv, lb + i * nv, nv);
         cr_assert_leq(d, 1e-5, "position %zu: prefill vs decode %.3g x max |logit|", i, d);
     }
     /* removing the adapters gives the plain model back, bitwise */
@@ -422,7 +405,7 @@ static void merged_parity(const char *base, fc_dtype outtype, double bound, doub
     fc_llm_model *m = load(b);
     set(m, paths, scales, 2);
     size_t nt;
-    fc_token *toks = prompt(m, &nt);
+    fc_token *toks = lp_prompt_tokens(ctx, m, &nt);
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
     const int len = (int)nt, split = len - 3;
     float *ours = lp_our_logits(ctx, m, toks, len, split);
