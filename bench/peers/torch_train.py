@@ -15,11 +15,14 @@ fc_lm_new: forward, mean cross-entropy, backward, Muon + AdamW step; the model,
 its sizes and hyper-parameters as in bench/train.c). The gpt cases print two
 more fields, the mean loss (nats per target) of the first and of the last step.
 
-The gpt model and Muon are copied from tests/goldens/gen_lm_goldens.py and
-gen_optim_goldens.py (the PyTorch replica that the C tests check one training
-step against, bitwise-close), with two changes that cost PyTorch nothing in
-meaning: the RoPE tables are computed once per case rather than per forward,
-and repeat_interleave is skipped when there are as many KV heads as heads.
+The gpt model, its loss and the optimizers (Muon from gen_optim_goldens.py)
+are imported from tests/goldens/gen_lm_goldens.py (the PyTorch replica that
+the C tests check one training step against, bitwise-close), with two changes
+that cost PyTorch nothing in meaning: the RoPE tables are computed once per
+case rather than per forward (forward's rope argument), and repeat_interleave
+is skipped when there are as many KV heads as heads (as attention_vec does).
+Only the initialisation (fc_lm_new's), the tokens and the learning rates of
+token_embd and output (fc_lm_optimizer's defaults) are this script's own.
 
 BLAS: PyTorch 1.13 as Debian builds it runs its matmuls on the system BLAS
 (OpenBLAS), whose threads torch.set_num_threads does not govern, and OpenBLAS
@@ -99,6 +102,11 @@ _BLAS_NOTE = _blas_env()
 import torch  # noqa: E402 (after the BLAS environment above)
 import torch.nn.functional as F  # noqa: E402
 
+# The model, the loss and the optimizers: the PyTorch replica of the goldens.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "tests", "goldens"))
+import gen_lm_goldens as goldens  # noqa: E402
+
 
 def mlp_case(batch, rounds):
     torch.manual_seed(0)
@@ -165,24 +173,11 @@ GPT_SIZES = {
 
 
 def gpt_param_shapes(c):
-    """(gguf name, shape, kind) in the loader's order; kind: embd, matrix, out, head, norm."""
-    E, H, Hkv, D, F, V = c["E"], c["H"], c["Hkv"], c["D"], c["F"], c["V"]
-    out = [("token_embd.weight", (V, E), "embd")]
-    for l in range(c["L"]):
-        p = f"blk.{l}."
-        out += [(p + "attn_norm.weight", (E,), "norm"),
-                (p + "attn_q.weight", (H * D, E), "matrix"),
-                (p + "attn_k.weight", (Hkv * D, E), "matrix"),
-                (p + "attn_v.weight", (Hkv * D, E), "matrix"),
-                (p + "attn_q_norm.weight", (D,), "norm"),
-                (p + "attn_k_norm.weight", (D,), "norm"),
-                (p + "attn_output.weight", (E, H * D), "out"),
-                (p + "ffn_norm.weight", (E,), "norm"),
-                (p + "ffn_gate.weight", (F, E), "matrix"),
-                (p + "ffn_up.weight", (F, E), "matrix"),
-                (p + "ffn_down.weight", (E, F), "out")]
-    out += [("output_norm.weight", (E,), "norm"), ("output.weight", (V, E), "out")]
-    return out
+    """(gguf name, shape, kind) in the loader's order; kind: embd, matrix, out
+    (the matrices fc_lm_new starts at zero), norm."""
+    zero = ("attn_output.weight", "ffn_down.weight")
+    return [(n, shape, "out" if n.endswith(zero) or n == "output.weight" else kind)
+            for n, shape, kind in goldens.param_shapes(c)]
 
 
 def gpt_init(c, seed):
@@ -219,127 +214,15 @@ def gpt_data(c, seed=12345):
     return t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
 
-def rmsnorm(v, w, eps):
-    return (v * torch.rsqrt((v * v).mean(-1, keepdim=True) + eps)) * w
-
-
-def rope_tables(c, dtype):
-    D, T = c["D"], c["T"]
-    inv = torch.tensor([c["base"] ** ((-2.0 * i) / D) for i in range(D // 2)], dtype=torch.float64).to(dtype)
-    ang = torch.arange(T, dtype=dtype)[:, None] * inv[None, :]  # [T, D/2]
-    return ang.cos(), ang.sin()
-
-
-def rope_neox(x, cos, sin):
-    """x [B, T, heads, D]; cos, sin [T, D/2]."""
-    half = x.shape[-1] // 2
-    c, s = cos[:, None, :], sin[:, None, :]
-    x0, x1 = x[..., :half], x[..., half:]
-    return torch.cat([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1)
-
-
-def attention_vec(q, k, v):
-    """q [B, T, H, D], k and v [B, T, Hkv, D] -> [B, T, H*D]."""
-    B, T, H, D = q.shape
-    rep = H // k.shape[2]
-    q = q.permute(0, 2, 1, 3)
-    k = k.permute(0, 2, 1, 3)
-    v = v.permute(0, 2, 1, 3)
-    if rep > 1:
-        k = k.repeat_interleave(rep, dim=1)
-        v = v.repeat_interleave(rep, dim=1)
-    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
-    mask = torch.ones(T, T, dtype=torch.bool).triu(1)
-    p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
-    return (p @ v).permute(0, 2, 1, 3).reshape(B, T, H * D)
-
-
-def gpt_forward(P, x, c, cos, sin):
-    B, T = x.shape
-    H, Hkv, D, eps = c["H"], c["Hkv"], c["D"], c["eps"]
-    h = P["token_embd.weight"][x]
-    for l in range(c["L"]):
-        p = f"blk.{l}."
-        a = rmsnorm(h, P[p + "attn_norm.weight"], eps)
-        q = (a @ P[p + "attn_q.weight"].t()).view(B, T, H, D)
-        k = (a @ P[p + "attn_k.weight"].t()).view(B, T, Hkv, D)
-        v = (a @ P[p + "attn_v.weight"].t()).view(B, T, Hkv, D)
-        q = rope_neox(rmsnorm(q, P[p + "attn_q_norm.weight"], eps), cos, sin)
-        k = rope_neox(rmsnorm(k, P[p + "attn_k_norm.weight"], eps), cos, sin)
-        h = h + attention_vec(q, k, v) @ P[p + "attn_output.weight"].t()
-        f = rmsnorm(h, P[p + "ffn_norm.weight"], eps)
-        h = h + (F.silu(f @ P[p + "ffn_gate.weight"].t()) * (f @ P[p + "ffn_up.weight"].t())) \
-            @ P[p + "ffn_down.weight"].t()
-    return rmsnorm(h, P["output_norm.weight"], eps) @ P["output.weight"].t()
-
-
-def lm_loss(logits, y):
-    n = int((y != -100).sum())
-    s = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), ignore_index=-100, reduction="sum")
-    return s / n
-
-
-def newton_schulz5(G, steps):
-    """Orthogonalise G (f32) with the quintic Newton-Schulz iteration."""
-    a, b, c = (3.4445, -4.7750, 2.0315)
-    X = G.to(torch.float32)
-    tall = G.size(-2) > G.size(-1)
-    if tall:
-        X = X.mT
-    X = X / (X.norm() + 1e-7)
-    for _ in range(steps):
-        A = X @ X.mT
-        B = b * A + c * A @ A  # (c * A) @ A: * and @ bind alike, left to right
-        X = a * X + B @ X
-    if tall:
-        X = X.mT
-    return X
-
-
-class MuonRef(torch.optim.Optimizer):
-    """2-D parameters: momentum (lerp), optional Nesterov, Newton-Schulz-5,
-    scale sqrt(max(1, rows/cols)), decoupled weight decay (every parameter
-    given to it here is 2-D; the others are in the AdamW below)."""
-
-    def __init__(self, params, lr, weight_decay, momentum, nesterov, ns_steps):
-        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
-                                      nesterov=nesterov, ns_steps=ns_steps))
-
-    @torch.no_grad()
-    def step(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                g = p.grad
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p)
-                buf = state["momentum_buffer"]
-                buf.lerp_(g, 1 - group["momentum"])
-                update = g.lerp(buf, group["momentum"]) if group["nesterov"] else buf
-                update = newton_schulz5(update, group["ns_steps"])
-                update *= max(1, p.size(-2) / p.size(-1)) ** 0.5
-                p.mul_(1 - group["lr"] * group["weight_decay"])
-                p.add_(update, alpha=-group["lr"])
-
-
 def gpt_optimizers(P, c):
-    """fc_lm_optimizer's recipe with its defaults (src/llm/lm_train.c): Muon
-    lr 0.02, momentum 0.95, Nesterov, 5 Newton-Schulz steps, no weight decay,
-    on the layers' matrices; AdamW betas (0.8, 0.95), eps 1e-10, no weight
-    decay: token_embd lr 0.2 s, output.weight lr 0.004 s (s = (E/768)^-0.5),
-    the norm weights lr 0.02. lr schedule factor 1 (mid-run)."""
+    """fc_lm_optimizer's recipe with its defaults (src/llm/lm_train.c), as the
+    goldens' make_optimizers: Muon lr 0.02, momentum 0.95, Nesterov, 5
+    Newton-Schulz steps, no weight decay, on the layers' matrices; AdamW betas
+    (0.8, 0.95), eps 1e-10, no weight decay: token_embd lr 0.2 s,
+    output.weight lr 0.004 s (s = (E/768)^-0.5), the norm weights lr 0.02. lr
+    schedule factor 1 (mid-run)."""
     scale = 1.0 / math.sqrt(c["E"] / 768.0)
-    matrices = [p for n, p in P.items() if n.startswith("blk.") and p.ndim == 2]
-    norms = [p for n, p in P.items() if n.endswith("norm.weight")]
-    assert len(matrices) + len(norms) + 2 == len(P)
-    muon = MuonRef(matrices, lr=0.02, weight_decay=0.0, momentum=0.95, nesterov=True, ns_steps=5)
-    adamw = torch.optim.AdamW([{"params": [P["token_embd.weight"]], "lr": 0.2 * scale},
-                               {"params": [P["output.weight"]], "lr": 0.004 * scale},
-                               {"params": norms, "lr": 0.02}],
-                              lr=0.02, betas=(0.8, 0.95), eps=1e-10, weight_decay=0.0, foreach=False)
-    return muon, adamw
+    return goldens.make_optimizers(P, lr_embd=0.2 * scale, lr_output=0.004 * scale)
 
 
 def gpt_case(name):
@@ -348,11 +231,11 @@ def gpt_case(name):
     P = gpt_init(c, 1234)
     opts = gpt_optimizers(P, c)
     x, y = gpt_data(c)
-    cos, sin = rope_tables(c, torch.float32)
+    rope = goldens.rope_tables(c, torch.float32)  # once per case, not per forward
     losses = []
 
     def step():
-        loss = lm_loss(gpt_forward(P, x, c, cos, sin), y)
+        loss = goldens.lm_loss(goldens.forward(P, x, c, rope=rope), y)
         loss.backward()
         for o in opts:
             o.step()

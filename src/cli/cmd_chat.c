@@ -112,8 +112,7 @@ int fc_cmd_chat(int argc, char **argv) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
         int r;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help(stdout);
+        if (fc_cli_help_arg(a, help)) {
             free(stop);
             return 0;
         } else if ((r = fc_cli_gen_arg("chat", argc, argv, &i, &g)) != 0) {

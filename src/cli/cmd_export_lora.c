@@ -39,13 +39,9 @@ int fc_cmd_export_lora(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
-        int r;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help(stdout);
-            return 0;
-        }
+        if (fc_cli_help_arg(a, help)) return 0;
         if (!strcmp(a, "--lora") || !strcmp(a, "--lora-scaled") || !strcmp(a, "--threads")) {
-            if ((r = fc_cli_gen_arg("export-lora", argc, argv, &i, &g)) < 0) goto usage;
+            if (fc_cli_gen_arg("export-lora", argc, argv, &i, &g) < 0) goto usage;
             continue;
         }
         const int is_m = !strcmp(a, "-m") || !strcmp(a, "--model"), is_o = !strcmp(a, "-o") || !strcmp(a, "--output");

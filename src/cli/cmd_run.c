@@ -110,8 +110,7 @@ int fc_cmd_run(int argc, char **argv) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
         int r;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            help(stdout);
+        if (fc_cli_help_arg(a, help)) {
             free(stop);
             return 0;
         } else if ((r = fc_cli_gen_arg("run", argc, argv, &i, &g)) != 0) {

@@ -161,6 +161,13 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
     return 1;
 }
 
+int fc_cli_help_arg(const char *a, void (*help)(FILE *))
+{
+    if (strcmp(a, "--help") && strcmp(a, "-h")) return 0;
+    help(stdout);
+    return 1;
+}
+
 int fc_cli_model_arg(const char *cmd, const char *a, const char **path) {
     if (a[0] == '-' && a[1]) { /* "-" alone is a path (it names no option) */
         fprintf(stderr, "fucina %s: unknown option '%s'\n", cmd, a);

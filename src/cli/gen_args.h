@@ -7,6 +7,8 @@
 #ifndef FC_CLI_GEN_ARGS_H
 #define FC_CLI_GEN_ARGS_H
 
+#include <stdio.h>
+
 #include "fucina/llm.h"
 #include "fucina/sampler.h"
 
@@ -39,6 +41,10 @@ fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
  * "fucina CMD: ..." naming the option and the bad value (or the missing
  * one, or the switch it contradicts: --mmap with --no-mmap) to stderr. */
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
+
+/* In a command's option loop (run, chat, export-lora): 1 when a is -h or
+ * --help, after printing the command's help to stdout; else 0. */
+int fc_cli_help_arg(const char *a, void (*help)(FILE *));
 
 /* After the command's own options: a is the model path if it is the first
  * positional argument (stored in *path, returns 0); -1 after printing

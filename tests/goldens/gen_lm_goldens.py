@@ -217,8 +217,11 @@ def attention_vec(q, k, v, c):
     B, T, H, D = q.shape
     rep = H // k.shape[2]
     q = q.permute(0, 2, 1, 3)
-    k = k.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
-    v = v.permute(0, 2, 1, 3).repeat_interleave(rep, dim=1)
+    k = k.permute(0, 2, 1, 3)
+    v = v.permute(0, 2, 1, 3)
+    if rep > 1:  # grouped-query heads (with as many KV heads as heads, nothing to repeat)
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
     s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))
     mask = torch.ones(T, T, dtype=torch.bool).triu(1)
     p = torch.softmax(s.masked_fill(mask, float("-inf")), dim=-1)
@@ -242,11 +245,11 @@ def attention_loops(q, k, v, c):
     return out.reshape(B, T, H * D)
 
 
-def forward(P, x, c, attn=attention_vec, trace=None):
+def forward(P, x, c, attn=attention_vec, trace=None, rope=None):
+    """rope: (cos, sin) from rope_tables, or None to compute them here."""
     B, T = x.shape
     H, Hkv, D, eps = c["H"], c["Hkv"], c["D"], c["eps"]
-    dtype = P["token_embd.weight"].dtype
-    cos, sin = rope_tables(c, dtype)
+    cos, sin = rope if rope is not None else rope_tables(c, P["token_embd.weight"].dtype)
     h = P["token_embd.weight"][x]
     for l in range(c["L"]):
         p = f"blk.{l}."
@@ -350,7 +353,7 @@ def check_muon_step1(name, init, grad, after):
 # ---- training --------------------------------------------------------------------------
 
 
-def make_optimizers(P):
+def make_optimizers(P, lr_embd=LR_EMBD, lr_output=LR_OUTPUT):
     matrices = [p for n, p in P.items() if n.startswith("blk.") and p.ndim == 2]
     norms = [p for n, p in P.items() if n.endswith("norm.weight")]
     assert len(matrices) + len(norms) + 2 == len(P)
@@ -358,8 +361,8 @@ def make_optimizers(P):
                    nesterov=MUON["nesterov"], ns_steps=MUON["ns_steps"], adamw_betas=ADAMW["betas"],
                    adamw_eps=ADAMW["eps"])
     assert muon.adamw is None
-    adamw = torch.optim.AdamW([{"params": [P["token_embd.weight"]], "lr": LR_EMBD},
-                               {"params": [P["output.weight"]], "lr": LR_OUTPUT},
+    adamw = torch.optim.AdamW([{"params": [P["token_embd.weight"]], "lr": lr_embd},
+                               {"params": [P["output.weight"]], "lr": lr_output},
                                {"params": norms, "lr": LR_NORM}],
                               lr=LR_NORM, foreach=False, **ADAMW)
     return muon, adamw

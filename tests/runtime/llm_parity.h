@@ -101,20 +101,28 @@ static inline void lp_llama_decode(const lp_oracle *o, lp_llama *r, const fc_tok
     o->batch_free(b);
 }
 
+/* Logits of tokens[0..n) at every position on r: one batch of `split`, then
+ * one at a time; closes r. */
+static inline float *lp_llama_logits_close(const lp_oracle *o, lp_llama *r, const fc_token *tokens, int n, int split,
+                                           int64_t nv)
+{
+    float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
+    cr_assert_not_null(out);
+    for (int start = 0; start < n;) {
+        int cnt = start == 0 ? split : 1;
+        lp_llama_decode(o, r, tokens + start, cnt, start, nv, out + (size_t)start * (size_t)nv, NULL);
+        start += cnt;
+    }
+    lp_llama_close(o, r);
+    return out;
+}
+
 /* Logits of tokens[0..n) at every position: one batch of `split`, then one
  * at a time; a KV cache of ggml type kv (flash attention as lp_llama_open_kv). */
 static inline float *lp_oracle_logits_kv(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
                                          int split, int64_t nv, int kv, int flash) {
     lp_llama r = lp_llama_open_kv(o, path, tokens, n, kv, flash);
-    float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
-    cr_assert_not_null(out);
-    for (int start = 0; start < n;) {
-        int cnt = start == 0 ? split : 1;
-        lp_llama_decode(o, &r, tokens + start, cnt, start, nv, out + (size_t)start * (size_t)nv, NULL);
-        start += cnt;
-    }
-    lp_llama_close(o, &r);
-    return out;
+    return lp_llama_logits_close(o, &r, tokens, n, split, nv);
 }
 
 static inline float *lp_oracle_logits(const lp_oracle *o, const char *path, const fc_token *tokens, int n,
@@ -267,15 +275,7 @@ static inline float *lp_oracle_logits_lora(const lp_oracle *o, const char *path,
                                            int n_lora) {
     lp_llama r = lp_llama_open(o, path, tokens, n);
     lp_llama_set_loras(o, &r, loras, scales, n_lora);
-    float *out = malloc((size_t)n * (size_t)nv * sizeof *out);
-    cr_assert_not_null(out);
-    for (int start = 0; start < n;) {
-        int cnt = start == 0 ? split : 1;
-        lp_llama_decode(o, &r, tokens + start, cnt, start, nv, out + (size_t)start * (size_t)nv, NULL);
-        start += cnt;
-    }
-    lp_llama_close(o, &r);
-    return out;
+    return lp_llama_logits_close(o, &r, tokens, n, split, nv);
 }
 
 /* Greedy (argmax) generation of n_gen tokens after the prompt, by both

@@ -157,9 +157,12 @@ static const target k_t2[] = {
 #define N_T1 ((int)(sizeof k_t1 / sizeof k_t1[0]))
 #define N_T2 ((int)(sizeof k_t2 / sizeof k_t2[0]))
 
+/* The first adapter's spec, with the fields given (not t, n_t, rank, alpha, has_alpha or seed) */
+#define SPEC1(...) \
+    ((adapter_spec){.t = k_t1, .n_t = N_T1, .rank = 8, .alpha = 16.0f, .has_alpha = 1, .seed = 11, __VA_ARGS__})
 static adapter_spec spec1(void)
 {
-    return (adapter_spec){.t = k_t1, .n_t = N_T1, .rank = 8, .alpha = 16.0f, .has_alpha = 1, .seed = 11};
+    return SPEC1();
 }
 static adapter_spec spec2(void)
 {
@@ -477,25 +480,29 @@ static void refused(const char *shapes, const char *base, adapter_spec s, fc_sta
 Test(lora, bad_adapters_are_refused)
 {
     fixture f = setup_files();
-    adapter_spec s = spec1();
-    s.arch = "llama";
-    refused(f.base, f.base, s, FC_ERR_INVALID_ARG, "general.architecture is 'llama'", "'qwen3'");
-    s = spec1(), s.general_type = "model";
-    refused(f.base, f.base, s, FC_ERR_FORMAT, "general.type is 'model'", "not an adapter");
-    s = spec1(), s.adapter_type = "control_vector";
-    refused(f.base, f.base, s, FC_ERR_FORMAT, "adapter.type is 'control_vector'", "'lora'");
-    s = spec1(), s.drop_b = "blk.1.ffn_down.weight";
-    refused(f.base, f.base, s, FC_ERR_FORMAT, "blk.1.ffn_down.weight.lora_a has no blk.1.ffn_down.weight.lora_b", NULL);
-    s = spec1(), s.rank_b = "blk.0.attn_v.weight";
-    refused(f.base, f.base, s, FC_ERR_SHAPE, "blk.0.attn_v.weight.lora_a", "disagree on the rank");
-    s = spec1(), s.wide_a = "blk.1.attn_output.weight";
-    refused(f.base, f.base, s, FC_ERR_SHAPE, "blk.1.attn_output.weight.lora_a is [256, 8]", "takes 128 inputs");
-    s = spec1(), s.as_name = "blk.5.attn_q.weight";
-    refused(f.base, f.base, s, FC_ERR_INVALID_ARG, "the base model has no tensor blk.5.attn_q.weight", NULL);
-    s = spec1(), s.as_name = "blk.0.attn_qkv.weight";
-    refused(f.base, f.base, s, FC_ERR_INVALID_ARG, "the base model has no tensor blk.0.attn_qkv.weight", NULL);
-    s = spec1(), s.q8_a = "blk.0.attn_q.weight";
-    refused(f.base, f.base, s, FC_ERR_UNSUPPORTED, "blk.0.attn_q.weight.lora_a is Q8_0", "F32, F16 or BF16");
+    /* spec1 with one field changed, each refused */
+    const struct {
+        adapter_spec s;
+        fc_status st;
+        const char *w1, *w2;
+    } bad[] = {
+        {SPEC1(.arch = "llama"), FC_ERR_INVALID_ARG, "general.architecture is 'llama'", "'qwen3'"},
+        {SPEC1(.general_type = "model"), FC_ERR_FORMAT, "general.type is 'model'", "not an adapter"},
+        {SPEC1(.adapter_type = "control_vector"), FC_ERR_FORMAT, "adapter.type is 'control_vector'", "'lora'"},
+        {SPEC1(.drop_b = "blk.1.ffn_down.weight"), FC_ERR_FORMAT,
+         "blk.1.ffn_down.weight.lora_a has no blk.1.ffn_down.weight.lora_b", NULL},
+        {SPEC1(.rank_b = "blk.0.attn_v.weight"), FC_ERR_SHAPE, "blk.0.attn_v.weight.lora_a", "disagree on the rank"},
+        {SPEC1(.wide_a = "blk.1.attn_output.weight"), FC_ERR_SHAPE, "blk.1.attn_output.weight.lora_a is [256, 8]",
+         "takes 128 inputs"},
+        {SPEC1(.as_name = "blk.5.attn_q.weight"), FC_ERR_INVALID_ARG,
+         "the base model has no tensor blk.5.attn_q.weight", NULL},
+        {SPEC1(.as_name = "blk.0.attn_qkv.weight"), FC_ERR_INVALID_ARG,
+         "the base model has no tensor blk.0.attn_qkv.weight", NULL},
+        {SPEC1(.q8_a = "blk.0.attn_q.weight"), FC_ERR_UNSUPPORTED, "blk.0.attn_q.weight.lora_a is Q8_0",
+         "F32, F16 or BF16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        refused(f.base, f.base, bad[i].s, bad[i].st, bad[i].w1, bad[i].w2);
     /* token_embd in the layout of the other weights (its own is flipped, as llama.cpp reads it) */
     const target te[] = {{"token_embd.weight", FC_F32}};
     refused(f.base, f.base, (adapter_spec){.t = te, .n_t = 1, .rank = 4, .seed = 3, .plain_embd = 1}, FC_ERR_SHAPE,
