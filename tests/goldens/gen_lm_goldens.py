@@ -4,7 +4,11 @@ computed with PyTorch 1.13 on CPU in float32 (writes lm_goldens.txt).
 
 Run:  /usr/bin/python3 tests/goldens/gen_lm_goldens.py
 (Debian: apt-get install python3-torch python3-numpy). The output is
-deterministic (fixed seeds, torch.set_num_threads(1)); the script first runs
+deterministic (fixed seeds, torch.set_num_threads(1)) for a given BLAS kernel
+set: OpenBLAS 0.3.21 picks its kernels by CPU, and on a CPU it does not know it
+falls back to SSE3 ones whose sums round differently; the committed file was
+written with the AVX2 kernels (OPENBLAS_CORETYPE=Haswell reproduces it
+anywhere). The script first runs
 its own sanity checks (see "Checks" below) and stops on any failure.
 
 Model: the qwen3 graph of llama.cpp, parameters named by their GGUF names,

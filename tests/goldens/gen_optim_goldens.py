@@ -4,7 +4,11 @@
 
 Run:  /usr/bin/python3 tests/goldens/gen_optim_goldens.py
 (Debian: apt-get install python3-torch python3-numpy). The output,
-optim_goldens.txt next to this script, is deterministic (fixed seeds).
+optim_goldens.txt next to this script, is deterministic (fixed seeds) for a
+given BLAS kernel set: the committed file was written with OpenBLAS's AVX2
+kernels (OPENBLAS_CORETYPE=Haswell reproduces it on a CPU OpenBLAS 0.3.21
+does not know, where it would fall back to SSE3 kernels that round
+differently).
 
 Two parameters, w [4, 6] and b [6], and a fixed sequence of K = 5 gradients
 for each. Every optimizer case starts from init.w / init.b, takes gradient k
