@@ -1,4 +1,4 @@
-"""Shared by the CLI end-to-end checks (check_cli_train.py, check_cli_finetune.py).
+"""Shared by the CLI end-to-end checks (check_cli_train.py, check_cli_finetune.py, check_cli_perplexity.py).
 
 helpers(fucina, work, timeout, errors) makes WORK and returns (failures, check, run, w, check_log):
 check(cond, what) records and prints a failure; run(*args, expect=0) runs the fucina command

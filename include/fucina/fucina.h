@@ -31,5 +31,6 @@
 #include "fucina/lm_train.h"
 #include "fucina/lm_lora.h"
 #include "fucina/tokenizer_train.h"
+#include "fucina/perplexity.h"
 
 #endif

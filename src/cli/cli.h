@@ -13,10 +13,15 @@ int fc_cmd_run(int argc, char **argv);
 int fc_cmd_chat(int argc, char **argv);
 int fc_cmd_bench(int argc, char **argv);
 int fc_cmd_tokenize(int argc, char **argv);
+int fc_cmd_perplexity(int argc, char **argv);
 int fc_cmd_train_tokenizer(int argc, char **argv);
 int fc_cmd_serve(int argc, char **argv);
 int fc_cmd_pretrain(int argc, char **argv);
 int fc_cmd_sft(int argc, char **argv);
 int fc_cmd_finetune(int argc, char **argv);
+
+/* "CMD: WHAT 'ARG' (see --help)" (or without ARG when NULL) on stderr;
+ * returns 2, the exit status of bad usage (src/cli/usage.c). */
+int fc_cli_usage_error(const char *cmd, const char *what, const char *arg);
 
 #endif

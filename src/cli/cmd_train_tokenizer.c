@@ -46,14 +46,7 @@ static void help(FILE *f)
                "Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
 }
 
-static int usage_error(const char *what, const char *arg)
-{
-    if (arg)
-        fprintf(stderr, CMD ": %s '%s' (see --help)\n", what, arg);
-    else
-        fprintf(stderr, CMD ": %s (see --help)\n", what);
-    return 2;
-}
+static int usage_error(const char *what, const char *arg) { return fc_cli_usage_error(CMD, what, arg); }
 
 /* A whole file into a new buffer; NULL with errno set. */
 static char *read_file(const char *path, size_t *n)

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: MIT */
+/* fucina perplexity: a text's perplexity by llama-perplexity's method
+ * (include/fucina/perplexity.h; docs/LLM.md "Perplexity") and the KL
+ * divergence of a model against a base model's saved log-probabilities.
+ *
+ * llama-perplexity's flags and its two-step KL mode are kept:
+ * --kl-divergence-base FILE without --kl-divergence runs the perplexity and
+ * saves the tokens and the scored positions' log-probabilities to FILE; with
+ * --kl-divergence it reads FILE back (the tokens come from it, -f is not
+ * needed) and reports the statistics. The file is ours (KLD_MAGIC below;
+ * docs/LLM.md): full f32 log-probabilities rather than llama.cpp's 16-bit
+ * codes, so the divergence is exact and a file of one tool does not load in
+ * the other. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fucina/fucina.h"
+#include "fucina/perplexity.h"
+#include "io/atomic_file.h"
+
+#define CMD "fucina perplexity"
+/* the base file: magic, then u32 version, n_vocab, n_ctx, n_chunk; i32 tokens
+ * [n_chunk * n_ctx]; per chunk f32 log-probabilities [n_scored * n_vocab];
+ * all little-endian (the host's order: x86-64 and arm64) */
+#define KLD_MAGIC   "FCKLDBAS"
+#define KLD_VERSION 1u
+#define KLD_HEADER  24
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: fucina perplexity -m MODEL.gguf -f FILE [-c N] [--chunks N] [-t N]\n"
+               "                         [--kl-divergence-base BASE.kld [--kl-divergence]]\n\n"
+               "The perplexity of a text as llama.cpp's llama-perplexity computes it: the text is tokenized\n"
+               "(BOS added when the vocabulary asks for it) and cut into chunks of N tokens, each evaluated\n"
+               "from an empty cache with its first token replaced by BOS (when the vocabulary adds BOS); the\n"
+               "second half of each chunk is scored. Prints the running estimate per chunk ([1]12.3456,...)\n"
+               "and 'Final estimate: PPL = X +/- Y'.\n\n"
+               "  -m, --model FILE          the model (or give it as the first argument)\n"
+               "  -f, --file FILE           the text ('-': standard input); at least 2*N tokens\n"
+               "  -c, --ctx-size N          tokens per chunk (default 512, or the model's context if smaller)\n"
+               "  --chunks N                at most N chunks (default: all)\n"
+               "  -t, --threads N           threads (default: FUCINA_THREADS, else the usable cores)\n"
+               "  --kl-divergence-base F    without --kl-divergence: also save the tokens and log-probabilities\n"
+               "                            to F (the base model's run); with it: read them from F\n"
+               "  --kl-divergence           compare the model against F: PPL of both, mean KLD, Same top p\n"
+               "                            (the tokens and N come from F; -f, when given, must match them)\n"
+               "  -h, --help                this help\n\n"
+               "Exit status: 0 done, 1 failure, 2 bad usage or input (a text too short, a base file of\n"
+               "another vocabulary or other tokens).\n");
+}
+
+static int usage_error(const char *what, const char *arg) { return fc_cli_usage_error(CMD, what, arg); }
+
+/* a positive integer flag value, or -1 */
+static long long parse_count(const char *v, long long max)
+{
+    char *end = NULL;
+    errno = 0;
+    const long long n = v && *v ? strtoll(v, &end, 10) : -1;
+    if (!v || !*v || *end || errno || n < 1 || n > max) return -1;
+    return n;
+}
+
+/* The whole of path ('-': standard input), NUL-terminated; NULL with errno set. */
+static char *read_text(const char *path, size_t *n)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *p = malloc(cap);
+    while (p) {
+        if (len + 1 == cap) {
+            char *q = realloc(p, cap * 2);
+            if (!q) {
+                free(p);
+                p = NULL;
+                errno = ENOMEM;
+                break;
+            }
+            p = q;
+            cap *= 2;
+        }
+        const size_t r = fread(p + len, 1, cap - len - 1, f);
+        len += r;
+        if (r == 0) break;
+    }
+    const int bad = p && ferror(f);
+    const int e = errno ? errno : EIO;
+    if (f != stdin) fclose(f);
+    if (bad) {
+        free(p);
+        errno = e;
+        return NULL;
+    }
+    if (p) p[len] = 0;
+    *n = len;
+    return p;
+}
+
+typedef struct opts {
+    const char *model, *file, *kld_file;
+    long long n_ctx, chunks, threads;
+    int kld;
+} opts;
+
+static int parse(int argc, char **argv, opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!v) return usage_error("-m needs a model file", NULL);
+            o->model = argv[++i];
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!v) return usage_error("-f needs a text file", NULL);
+            o->file = argv[++i];
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
+            if ((o->n_ctx = parse_count(v, 1 << 20)) < 3)
+                return usage_error("-c needs a context of at least 3 tokens (one scored per chunk), not", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "--chunks")) {
+            /* llama-perplexity's -1 (all) is accepted too */
+            if (v && !strcmp(v, "-1"))
+                o->chunks = 0;
+            else if ((o->chunks = parse_count(v, INT32_MAX)) < 0)
+                return usage_error("--chunks needs a positive count, not", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if ((o->threads = parse_count(v, 1024)) < 0)
+                return usage_error("-t needs a thread count in [1, 1024], not", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "--kl-divergence-base")) {
+            if (!v) return usage_error("--kl-divergence-base needs a file", NULL);
+            o->kld_file = argv[++i];
+        } else if (!strcmp(a, "--kl-divergence")) {
+            o->kld = 1;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option", a);
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            return usage_error("unexpected argument", a);
+        }
+    }
+    if (!o->model) return usage_error("no model (-m MODEL.gguf)", NULL);
+    if (o->kld && !o->kld_file) return usage_error("--kl-divergence needs --kl-divergence-base FILE", NULL);
+    if (!o->kld && !o->file) return usage_error("no text (-f FILE)", NULL);
+    return -1;
+}
+
+/* The text's tokens as llama-perplexity takes them (special tokens added,
+ * control-token strings as text); 2 with the reason printed when unusable. */
+static int text_tokens(fc_ctx *ctx, const fc_llm_model *m, const char *path, fc_token **toks, size_t *nt)
+{
+    size_t n = 0;
+    char *text = read_text(path, &n);
+    if (!text) {
+        fprintf(stderr, CMD ": cannot read the text '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
+    if (n == 0) {
+        free(text);
+        fprintf(stderr, CMD ": the text '%s' is empty\n", path);
+        return 2;
+    }
+    const fc_status st = fc_tokenize(ctx, fc_llm_model_tokenizer(m), text, n, FC_TOKENIZE_ADD_SPECIAL, toks, nt);
+    free(text);
+    if (st != FC_OK) {
+        fprintf(stderr, CMD ": cannot tokenize '%s': %s\n", path, fc_ctx_error(ctx));
+        return 2;
+    }
+    return 0;
+}
+
+typedef struct kld_base {
+    uint32_t n_vocab, n_ctx, n_chunk;
+    fc_token *tokens;
+    FILE *f; /* positioned at the first chunk's log-probabilities */
+} kld_base;
+
+static int read_u32s(FILE *f, uint32_t *v, size_t n)
+{
+    return fread(v, sizeof *v, n, f) == n;
+}
+
+/* Open and check a base file against the model; 2 with the reason printed. */
+static int base_open(const char *path, int64_t n_vocab, kld_base *b)
+{
+    b->f = fopen(path, "rb");
+    if (!b->f) {
+        fprintf(stderr, CMD ": cannot open the KL base '%s': %s\n", path, strerror(errno));
+        return 2;
+    }
+    char magic[8];
+    uint32_t h[4];
+    if (fread(magic, 1, 8, b->f) != 8 || memcmp(magic, KLD_MAGIC, 8) || !read_u32s(b->f, h, 4)) {
+        fprintf(stderr, CMD ": '%s' is not a KL base file of fucina perplexity (no " KLD_MAGIC " header)\n", path);
+        return 2;
+    }
+    if (h[0] != KLD_VERSION) {
+        fprintf(stderr, CMD ": the KL base '%s' has version %u; this build reads version %u\n", path, h[0],
+                KLD_VERSION);
+        return 2;
+    }
+    b->n_vocab = h[1], b->n_ctx = h[2], b->n_chunk = h[3];
+    if ((int64_t)b->n_vocab != n_vocab) {
+        fprintf(stderr, CMD ": the KL base '%s' is of a vocabulary of %u ids; the model's has %lld\n", path, b->n_vocab,
+                (long long)n_vocab);
+        return 2;
+    }
+    if (b->n_ctx < 3 || b->n_ctx > (1u << 20) || b->n_chunk < 1 || b->n_chunk > (1u << 20)) {
+        fprintf(stderr, CMD ": the KL base '%s' has a bad header (n_ctx %u, %u chunks)\n", path, b->n_ctx, b->n_chunk);
+        return 2;
+    }
+    /* the size first, so a truncated file is refused before any work */
+    const uint64_t nt = (uint64_t)b->n_ctx * b->n_chunk;
+    const uint64_t want =
+        KLD_HEADER + nt * 4 + (uint64_t)b->n_chunk * (uint64_t)fc_ppl_n_scored(b->n_ctx) * b->n_vocab * sizeof(float);
+    if (fseeko(b->f, 0, SEEK_END) || (uint64_t)ftello(b->f) != want || fseeko(b->f, KLD_HEADER, SEEK_SET)) {
+        fprintf(stderr, CMD ": the KL base '%s' is not %llu bytes as its header says (truncated or not ours)\n", path,
+                (unsigned long long)want);
+        return 2;
+    }
+    b->tokens = malloc((size_t)nt * sizeof *b->tokens);
+    if (!b->tokens || fread(b->tokens, sizeof *b->tokens, (size_t)nt, b->f) != nt) {
+        fprintf(stderr, CMD ": cannot read the tokens of the KL base '%s'\n", path);
+        return 2;
+    }
+    for (uint64_t i = 0; i < nt; i++)
+        if (b->tokens[i] < 0 || (int64_t)b->tokens[i] >= n_vocab) {
+            fprintf(stderr, CMD ": the KL base '%s' has token %lld = %d, outside the vocabulary\n", path, (long long)i,
+                    (int)b->tokens[i]);
+            return 2;
+        }
+    return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The KL mode: the model against the base's log-probabilities. */
+static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
+{
+    const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
+    kld_base b = {0};
+    int rc = base_open(o->kld_file, nv, &b);
+    fc_token *text = NULL;
+    size_t nt = 0;
+    if (!rc && o->n_ctx && o->n_ctx != (long long)b.n_ctx) {
+        fprintf(stderr, CMD ": -c %lld differs from the KL base's context of %u ('%s')\n", o->n_ctx, b.n_ctx,
+                o->kld_file);
+        rc = 2;
+    }
+    if (!rc && o->file && !(rc = text_tokens(ctx, m, o->file, &text, &nt))) {
+        const size_t used = (size_t)b.n_ctx * b.n_chunk;
+        for (size_t i = 0; i < used && !rc; i++)
+            if (i >= nt || text[i] != b.tokens[i]) {
+                fprintf(stderr, CMD ": the KL base '%s' was computed on other tokens than '%s' (token %zu)\n",
+                        o->kld_file, o->file, i);
+                rc = 2;
+            }
+    }
+    const int64_t n_ctx = b.n_ctx, ns = fc_ppl_n_scored(n_ctx);
+    int64_t n_chunk = b.n_chunk;
+    if (o->chunks > 0 && o->chunks < n_chunk) n_chunk = o->chunks;
+    float *base = NULL, *q = NULL;
+    double *klds = NULL;
+    fc_llm_session *s = NULL;
+    if (!rc) {
+        fc_llm_session_options so = fc_llm_session_default_options();
+        so.n_ctx = n_ctx;
+        s = fc_llm_session_new_ex(ctx, m, &so);
+        base = malloc((size_t)(ns * nv) * sizeof *base);
+        q = malloc((size_t)(ns * nv) * sizeof *q);
+        klds = malloc((size_t)(ns * n_chunk) * sizeof *klds);
+        if (!s || !base || !q || !klds) {
+            fprintf(stderr, CMD ": %s\n", s ? "out of memory" : fc_ctx_error(ctx));
+            rc = 1;
+        }
+    }
+    fc_kld_acc acc = {0};
+    if (!rc) {
+        fprintf(stderr, CMD ": %lld chunks of %lld tokens from '%s'\n", (long long)n_chunk, (long long)n_ctx,
+                o->kld_file);
+        printf(
+            "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence            Same top p\n");
+    }
+    for (int64_t c = 0; c < n_chunk && !rc; c++) {
+        if (fread(base, sizeof *base, (size_t)(ns * nv), b.f) != (size_t)(ns * nv)) {
+            fprintf(stderr, CMD ": cannot read chunk %lld of the KL base '%s'\n", (long long)c + 1, o->kld_file);
+            rc = 2;
+            break;
+        }
+        const fc_token *ct = b.tokens + c * n_ctx;
+        if (fc_ppl_eval_chunk(ctx, s, ct, n_ctx, NULL, q) != FC_OK) {
+            fprintf(stderr, CMD ": chunk %lld: %s\n", (long long)c + 1, fc_ctx_error(ctx));
+            rc = 1;
+            break;
+        }
+        const int64_t first = fc_ppl_first(n_ctx);
+        for (int64_t j = 0; j < ns; j++)
+            klds[c * ns + j] = fc_kld_add(&acc, base + j * nv, q + j * nv, nv, ct[first + 1 + j]);
+        const fc_kld_stats st = fc_kld_summary(&acc);
+        printf("%4lld    %9.4f ± %9.4f    %10.5f                  %10.5f ± %10.5f    %6.3f ± %6.3f %%\n",
+               (long long)c + 1, st.ppl, st.ppl_err, log(st.ppl) - log(st.ppl_base), st.kld, st.kld_err,
+               100 * st.same_top, 100 * st.same_top_err);
+    }
+    if (!rc) {
+        const fc_kld_stats st = fc_kld_summary(&acc);
+        const size_t n = (size_t)acc.count;
+        qsort(klds, n, sizeof *klds, cmp_double);
+        const double median = n % 2 ? klds[n / 2] : 0.5 * (klds[n / 2] + klds[n / 2 - 1]);
+        printf("\n====== Perplexity statistics ======\n");
+        printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", st.ppl, st.ppl_err);
+        printf("Mean PPL(base)                : %10.6f ± %10.6f\n", st.ppl_base, st.ppl_base_err);
+        printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f\n", log(st.ppl) - log(st.ppl_base));
+        printf("\n====== KL divergence statistics ======\n");
+        printf("Mean    KLD: %10.6f ± %10.6f\n", st.kld, st.kld_err);
+        printf("Maximum KLD: %10.6f\n", klds[n - 1]);
+        printf("Median  KLD: %10.6f\n", median);
+        printf("Minimum KLD: %10.6f\n", klds[0]);
+        printf("\n====== Token probability statistics ======\n");
+        printf("Same top p: %6.3f ± %5.3f %%\n", 100 * st.same_top, 100 * st.same_top_err);
+    }
+    fc_llm_session_free(s);
+    free(base);
+    free(q);
+    free(klds);
+    free(b.tokens);
+    fc_tokens_free(text);
+    if (b.f) fclose(b.f);
+    return rc;
+}
+
+/* The perplexity run; with o->kld_file, the base file written as it goes. */
+static int run_ppl(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
+{
+    const fc_llm_hparams *hp = fc_llm_model_hparams(m);
+    const int64_t nv = hp->n_vocab;
+    int64_t n_ctx = o->n_ctx;
+    if (!n_ctx)
+        n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
+    else if (hp->n_ctx_train > 0 && n_ctx > hp->n_ctx_train)
+        fprintf(stderr, CMD ": warning: -c %lld is beyond the model's training context of %lld\n", (long long)n_ctx,
+                (long long)hp->n_ctx_train);
+    fc_token *toks = NULL;
+    size_t nt = 0;
+    int rc = text_tokens(ctx, m, o->file, &toks, &nt);
+    if (rc) return rc;
+    const int64_t n_chunk = fc_ppl_n_chunks((int64_t)nt, n_ctx, o->chunks);
+    if (!n_chunk) {
+        fprintf(stderr,
+                CMD ": the text '%s' tokenizes to only %zu tokens; a context of %lld needs at least %lld (-c "
+                    "sets it)\n",
+                o->file, nt, (long long)n_ctx, (long long)(2 * n_ctx));
+        fc_tokens_free(toks);
+        return 2;
+    }
+    const int64_t ns = fc_ppl_n_scored(n_ctx);
+    fc_atomic_file af = {0};
+    int writing = 0;
+    float *lp = NULL;
+    if (o->kld_file) {
+        if (!fc_atomic_open(&af, ctx, CMD, o->kld_file)) {
+            fprintf(stderr, CMD ": %s\n", fc_ctx_error(ctx));
+            fc_tokens_free(toks);
+            return 2;
+        }
+        writing = 1;
+        const uint32_t h[4] = {KLD_VERSION, (uint32_t)nv, (uint32_t)n_ctx, (uint32_t)n_chunk};
+        lp = malloc((size_t)(ns * nv) * sizeof *lp);
+        if (!lp || !fc_atomic_write(&af, KLD_MAGIC, 8) || !fc_atomic_write(&af, h, sizeof h) ||
+            !fc_atomic_write(&af, toks, (size_t)(n_chunk * n_ctx) * sizeof *toks))
+            rc = 1;
+    }
+    fc_llm_session_options so = fc_llm_session_default_options();
+    so.n_ctx = n_ctx;
+    fc_llm_session *s = rc ? NULL : fc_llm_session_new_ex(ctx, m, &so);
+    if (!rc && !s) rc = 1;
+    if (!rc)
+        fprintf(stderr, CMD ": %zu tokens, %lld chunks of %lld, %lld scored per chunk\n", nt, (long long)n_chunk,
+                (long long)n_ctx, (long long)ns);
+    fc_ppl_acc acc = {0};
+    for (int64_t c = 0; c < n_chunk && !rc; c++) {
+        if (fc_ppl_eval_chunk(ctx, s, toks + c * n_ctx, n_ctx, &acc, lp) != FC_OK ||
+            (writing && !fc_atomic_write(&af, lp, (size_t)(ns * nv) * sizeof *lp))) {
+            rc = 1;
+            break;
+        }
+        printf("[%lld]%.4f,", (long long)c + 1, fc_ppl_estimate(&acc, NULL));
+        fflush(stdout);
+    }
+    if (!rc) {
+        printf("\n");
+        double err;
+        const double ppl = fc_ppl_estimate(&acc, &err);
+        if (err > 0)
+            printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, err);
+        else
+            fprintf(stderr, CMD ": unexpected non-positive variance of log(prob) (PPL %.4f)\n", ppl);
+    }
+    if (writing && !rc && !fc_atomic_commit(&af)) rc = 1;
+    if (writing && rc) fc_atomic_abort(&af);
+    if (rc) fprintf(stderr, CMD ": %s\n", fc_ctx_error(ctx));
+    fc_llm_session_free(s);
+    free(lp);
+    fc_tokens_free(toks);
+    return rc;
+}
+
+int fc_cmd_perplexity(int argc, char **argv)
+{
+    opts o = {0};
+    const int pr = parse(argc, argv, &o);
+    if (pr >= 0) return pr;
+    char err[256];
+    const fc_ctx_options co = {.threads = (int)o.threads};
+    fc_ctx *ctx = fc_ctx_new(o.threads > 0 ? &co : NULL, err, sizeof err);
+    if (!ctx) {
+        fprintf(stderr, CMD ": %s\n", err);
+        return 1;
+    }
+    /* a bad destination fails before the model loads */
+    if (o.kld_file && !o.kld && !fc_atomic_check_dest(ctx, CMD, o.kld_file)) {
+        fprintf(stderr, CMD ": cannot write the KL base: %s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 2;
+    }
+    fc_llm_model *m = fc_llm_model_load(ctx, o.model);
+    if (!m) {
+        fprintf(stderr, CMD ": cannot load the model '%s': %s\n", o.model, fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 2;
+    }
+    const int rc = o.kld ? run_kld(ctx, m, &o) : run_ppl(ctx, m, &o);
+    fc_llm_model_free(m);
+    fc_ctx_free(ctx);
+    return rc;
+}
