@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
@@ -138,8 +137,7 @@ int fc_cmd_run(int argc, char **argv) {
     if (logits_out) {
         /* writing the logits onto the model being run would replace it (and
          * with --mmap pull the mapped pages from under the forward pass) */
-        struct stat ms, ls;
-        if (stat(path, &ms) == 0 && stat(logits_out, &ls) == 0 && ms.st_dev == ls.st_dev && ms.st_ino == ls.st_ino) {
+        if (fc_same_file(path, logits_out)) {
             fprintf(stderr, "fucina run: --logits-out '%s' is the model file itself; give another path\n", logits_out);
             free(stop);
             return 2;

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -289,13 +288,6 @@ static void on_step(const fc_lm_step_info *in, void *user)
 
 /* ---- the commands ------------------------------------------------------------------------ */
 
-/* 1 when a and b name the same existing file. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* --targets a,b,c into names[] (pointing into buf); the count, or -1 + a message. */
 static int split_targets(const char *cmd, const char *list, char *buf, size_t cap, const char **names)
 {
@@ -367,8 +359,8 @@ static int train_main(int argc, char **argv, int which)
         }
     }
     /* the base is read again by --merge after training: no output may replace it */
-    const char *onto = same_file(c.model, c.out) ? "-o" : same_file(c.model, c.merge) ? "--merge"
-                       : same_file(c.model, c.o.save_path)                            ? "--save"
+    const char *onto = fc_same_file(c.model, c.out) ? "-o" : fc_same_file(c.model, c.merge) ? "--merge"
+                       : fc_same_file(c.model, c.o.save_path)                            ? "--save"
                                                                                       : NULL;
     if (lora && onto) {
         fprintf(stderr, "fucina %s: %s %s is the model itself; write the output elsewhere\n", cmd, onto, c.model);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fucina/dtype.h"
 #include "fucina/half.h"
 #include "exec/workers.h"
 
@@ -27,6 +28,13 @@ typedef enum fc_gemm_btype {
     FC_GEMM_B_F16,  /* B elements are fc_f16, widened exactly while packing */
     FC_GEMM_B_BF16, /* B elements are fc_bf16, widened exactly while packing */
 } fc_gemm_btype;
+
+/* The B type that reads a tensor of dtype dt: f16 and bf16 as themselves,
+ * anything else as f32 (callers hand the GEMM only those three). */
+static inline fc_gemm_btype fc_gemm_btype_of(fc_dtype dt)
+{
+    return dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32;
+}
 
 typedef struct fc_gemm_args {
     int64_t m, n, k;

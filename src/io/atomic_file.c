@@ -84,6 +84,12 @@ static void *io_fail(fc_atomic_file *af, const char *what, const char *file, int
                    strerror(err));
 }
 
+int fc_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path)
 {
     struct stat st;

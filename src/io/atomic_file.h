@@ -29,6 +29,10 @@ typedef struct fc_atomic_file {
  * naming the path and its kind and returns 0 otherwise. fc_atomic_open checks
  * it too; a command calls it before its work so a bad destination fails fast. */
 int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path);
+/* 1 when a and b (either may be NULL) name one existing file (the same
+ * device and inode: a link or another spelling of the path counts), so a
+ * command can refuse to write its output over its input. */
+int fc_same_file(const char *a, const char *b);
 /* Create the temporary file "<path>.tmp.<pid>.<n>" (same directory, so the
  * rename cannot cross filesystems; mode 0666 minus the umask, like a plain
  * create). Returns 0 and records the error on failure. */

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "exec/ctx.h"
@@ -246,13 +245,6 @@ static fc_status fail(run *r, fc_status st, const char *fmt, ...)
     return st;
 }
 
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
-    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 static int check_type_opt(int type)
 {
     return type == -1 || (type >= 0 && fc_ggml_type_name((uint32_t)type) && (plain_float((uint32_t)type) ||
@@ -305,7 +297,7 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
     char pb[160], pb2[160];
     if (!opt->dry_run) {
         if (!out_path) return fail(&r, FC_ERR_INVALID_ARG, "the output path is NULL");
-        if (!strcmp(in_path, out_path) || same_file(in_path, out_path))
+        if (!strcmp(in_path, out_path) || fc_same_file(in_path, out_path))
             return fail(&r, FC_ERR_INVALID_ARG, "the output %s is the input file; write to another path",
                         fc_io_path_for_msg(out_path, pb, sizeof pb));
     }

@@ -147,7 +147,7 @@ static int project_base(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t col
         /* A [rows, cols] row-major; B = wᵀ: stride 1 along K, cols along N */
         const fc_gemm_args f = {.m = n_rows, .n = nw, .k = cols, .a = a, .rsa = cols, .csa = 1,
                                 .b = fc_tensor_data(w[i]),
-                                .btype = dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32,
+                                .btype = fc_gemm_btype_of(dt),
                                 .rsb = 1, .csb = cols, .c = y[i], .ldc = nw, .accumulate = 0};
         if (fc_gemm_f32(wk, &f) != 0) return -1;
     }

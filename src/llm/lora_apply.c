@@ -26,12 +26,6 @@ const fc_llm_lora_delta *fc_llm_lora_find(const fc_llm_lora_set *s, const fc_ten
     }
 }
 
-static fc_gemm_btype btype_of(const fc_tensor *t)
-{
-    const fc_dtype dt = fc_tensor_dtype(t);
-    return dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32; /* checked at load */
-}
-
 int fc_llm_lora_apply(fc_ctx *ctx, const fc_llm_lora_delta *d, const float *a, int64_t n_rows, int64_t cols, float *y,
                       int64_t n_out)
 {
@@ -51,7 +45,7 @@ int fc_llm_lora_apply(fc_ctx *ctx, const fc_llm_lora_delta *d, const float *a, i
                                  .rsa = cols,
                                  .csa = 1,
                                  .b = fc_tensor_data(d->a),
-                                 .btype = btype_of(d->a),
+                                 .btype = fc_gemm_btype_of(fc_tensor_dtype(d->a)),
                                  .rsb = 1,
                                  .csb = cols,
                                  .c = t,
@@ -67,7 +61,7 @@ int fc_llm_lora_apply(fc_ctx *ctx, const fc_llm_lora_delta *d, const float *a, i
                                  .rsa = r,
                                  .csa = 1,
                                  .b = fc_tensor_data(d->b),
-                                 .btype = btype_of(d->b),
+                                 .btype = fc_gemm_btype_of(fc_tensor_dtype(d->b)),
                                  .rsb = 1,
                                  .csb = r,
                                  .c = y,
@@ -103,7 +97,7 @@ int fc_llm_lora_embd(fc_ctx *ctx, const fc_llm_lora_delta *d, const int32_t *tok
         K->f32_scale((size_t)(n * r), t, d->scale, t);
         /* x[n, embd] += t · Bᵀ: B is [embd, r] row-major */
         const fc_gemm_args g = {.m = n, .n = embd, .k = r, .a = t, .rsa = r, .csa = 1, .b = fc_tensor_data(d->b),
-                                .btype = btype_of(d->b), .rsb = 1, .csb = r, .c = x, .ldc = embd, .accumulate = 1};
+                                .btype = fc_gemm_btype_of(fc_tensor_dtype(d->b)), .rsb = 1, .csb = r, .c = x, .ldc = embd, .accumulate = 1};
         rc = fc_gemm_f32(fc_ctx_workers(ctx), &g);
     }
     free(t);

@@ -11,11 +11,10 @@
  * stored in the output type; every other tensor is copied as its bytes.
  * Metadata is copied key for key, general.file_type set to the output type.
  * The file is built in memory and saved atomically (fc_gguf_writer_save). */
-#define _POSIX_C_SOURCE 200809L /* stat */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "dispatch/dispatch.h"
 #include "exec/ctx.h"
@@ -24,13 +23,8 @@
 #include "fucina/ops.h"
 #include "fucina/qtensor.h"
 #include "fucina/quantize.h"
+#include "io/atomic_file.h"
 #include "llm/lora_internal.h"
-
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
 
 /* general.file_type of the output: llama.cpp's export-lora writes MOSTLY_F16
  * whatever it merged; an explicit type gives its own llama_ftype. -1: keep. */
@@ -67,12 +61,12 @@ static fc_status check_args(fc_ctx *ctx, const char *base_path, const char *cons
                 fc_dtype_name(outtype));
         return FC_ERR_INVALID_ARG;
     }
-    if (same_file(out_path, base_path)) {
+    if (fc_same_file(out_path, base_path)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: the output is the base model itself; give another path", out_path);
         return FC_ERR_INVALID_ARG;
     }
     for (size_t i = 0; i < n; i++)
-        if (same_file(out_path, lora_paths[i])) {
+        if (fc_same_file(out_path, lora_paths[i])) {
             fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: the output is the adapter %s itself; give another path", out_path,
                     lora_paths[i]);
             return FC_ERR_INVALID_ARG;
@@ -99,12 +93,6 @@ static fc_status copy_kvs(fc_gguf_writer *w, const fc_gguf *g, int ft)
  * n_in floats of scratch. token_embd's pair is the other layout (A [vocab,
  * rank], B [embd, rank]): W += scale * A·Bᵀ, as export-lora's
  * mul_mat(lora_b, lora_a) for it. 0, or -1 with the error set. */
-static fc_gemm_btype btype_of(const fc_tensor *t)
-{
-    const fc_dtype dt = fc_tensor_dtype(t);
-    return dt == FC_F16 ? FC_GEMM_B_F16 : dt == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32;
-}
-
 static int add_delta(fc_ctx *ctx, const fc_llm_lora_pair *p, float scale, float *W, float *d, int64_t n_out,
                      int64_t n_in)
 {
@@ -114,7 +102,7 @@ static int add_delta(fc_ctx *ctx, const fc_llm_lora_pair *p, float scale, float 
     const int64_t r = p->rank;
     /* the right factor as the GEMM's B[k, j]: A [r, n_in] row-major, or token_embd's B [n_in, r] transposed */
     const fc_gemm_args g = {.m = n_out, .n = n_in, .k = r, .a = fc_tensor_data(lf), .rsa = r, .csa = 1,
-                            .b = fc_tensor_data(right), .btype = btype_of(right), .rsb = p->embd ? 1 : n_in,
+                            .b = fc_tensor_data(right), .btype = fc_gemm_btype_of(fc_tensor_dtype(right)), .rsb = p->embd ? 1 : n_in,
                             .csb = p->embd ? r : 1, .c = d, .ldc = n_in, .accumulate = 0};
     if (fc_gemm_f32(fc_ctx_workers(ctx), &g) != 0) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_lora_merge: out of memory for the product of %s", p->name);

@@ -41,20 +41,26 @@ static void row_norm(const float *l, int64_t n, float *max, double *log_sum)
     *log_sum = log(sum);
 }
 
-double fc_ppl_nll(const float *logits, int64_t n_vocab, fc_token tok)
+/* One row's normalisation, once: the NLL of tok (when tok >= 0) and, when
+ * out is not NULL, the whole log-softmax. */
+static double score_row(const float *l, int64_t n, fc_token tok, float *out)
 {
     float mx;
     double ls;
-    row_norm(logits, n_vocab, &mx, &ls);
-    return -((double)(logits[tok] - mx) - ls);
+    row_norm(l, n, &mx, &ls);
+    const double nll = tok >= 0 ? -((double)(l[tok] - mx) - ls) : 0.0;
+    for (int64_t i = 0; out && i < n; i++) out[i] = (float)((double)(l[i] - mx) - ls);
+    return nll;
+}
+
+double fc_ppl_nll(const float *logits, int64_t n_vocab, fc_token tok)
+{
+    return score_row(logits, n_vocab, tok, NULL);
 }
 
 void fc_ppl_log_softmax(const float *logits, int64_t n_vocab, float *out)
 {
-    float mx;
-    double ls;
-    row_norm(logits, n_vocab, &mx, &ls);
-    for (int64_t i = 0; i < n_vocab; i++) out[i] = (float)((double)(logits[i] - mx) - ls);
+    score_row(logits, n_vocab, -1, out);
 }
 
 fc_status fc_ppl_eval_chunk(fc_ctx *ctx, fc_llm_session *s, const fc_token *chunk, int64_t n_ctx, fc_ppl_acc *acc,
@@ -97,11 +103,10 @@ fc_status fc_ppl_eval_chunk(fc_ctx *ctx, fc_llm_session *s, const fc_token *chun
         if (st != FC_OK || !scored) continue;
         for (int64_t p = p0 > first ? p0 : first; p < p0 + n && p < n_ctx - 1; p++) {
             const float *l = rows + (size_t)(p - p0) * (size_t)nv;
-            const double v = fc_ppl_nll(l, nv, t[p + 1]);
+            const double v = score_row(l, nv, t[p + 1], logprobs ? logprobs + (size_t)(p - first) * (size_t)nv : NULL);
             a.nll += v;
             a.nll2 += v * v;
             a.count++;
-            if (logprobs) fc_ppl_log_softmax(l, nv, logprobs + (size_t)(p - first) * (size_t)nv);
         }
     }
     free(t);

@@ -166,7 +166,7 @@ static fc_tensor *einsum_impl(fc_ctx *ctx, fc_tensor *a, fc_tensor *b, const cha
     for (int i = 0; i < nnn; i++) { rsz[rr] = nsz[i]; rnm[rr++] = nn[i]; }
     fc_tensor *C = fct_alloc(ctx, FC_F32, rr, rsz, rnm);
     if (!C) goto done;
-    fc_gemm_btype bt = B->dtype == FC_F16 ? FC_GEMM_B_F16 : B->dtype == FC_BF16 ? FC_GEMM_B_BF16 : FC_GEMM_B_F32;
+    fc_gemm_btype bt = fc_gemm_btype_of(B->dtype);
     fc_gemm_args g = {
         .m = m, .n = nsize, .k = k,
         .a = (const float *)fct_ptr(A), .rsa = rsa, .csa = csa,
