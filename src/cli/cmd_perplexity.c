@@ -23,6 +23,7 @@
 #include "fucina/fucina.h"
 #include "fucina/perplexity.h"
 #include "io/atomic_file.h"
+#include "io/read_all.h"
 
 #define CMD "fucina perplexity"
 /* the base file: magic, then u32 version, n_vocab, n_ctx, n_chunk; i32 tokens
@@ -65,42 +66,6 @@ static long long parse_count(const char *v, long long max)
     const long long n = v && *v ? strtoll(v, &end, 10) : -1;
     if (!v || !*v || *end || errno || n < 1 || n > max) return -1;
     return n;
-}
-
-/* The whole of path ('-': standard input), NUL-terminated; NULL with errno set. */
-static char *read_text(const char *path, size_t *n)
-{
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *p = malloc(cap);
-    while (p) {
-        if (len + 1 == cap) {
-            char *q = realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                p = NULL;
-                errno = ENOMEM;
-                break;
-            }
-            p = q;
-            cap *= 2;
-        }
-        const size_t r = fread(p + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
-    }
-    const int bad = p && ferror(f);
-    const int e = errno ? errno : EIO;
-    if (f != stdin) fclose(f);
-    if (bad) {
-        free(p);
-        errno = e;
-        return NULL;
-    }
-    if (p) p[len] = 0;
-    *n = len;
-    return p;
 }
 
 typedef struct opts {
@@ -162,7 +127,7 @@ static int parse(int argc, char **argv, opts *o)
 static int text_tokens(fc_ctx *ctx, const fc_llm_model *m, const char *path, fc_token **toks, size_t *nt)
 {
     size_t n = 0;
-    char *text = read_text(path, &n);
+    char *text = fc_read_path(path, 0, &n);
     if (!text) {
         fprintf(stderr, CMD ": cannot read the text '%s': %s\n", path, strerror(errno));
         return 2;

@@ -18,6 +18,7 @@
 #include "fucina/grammar.h"
 #include "fucina/sampler.h"
 #include "io/atomic_file.h"
+#include "io/read_all.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -31,7 +32,7 @@ static void help(FILE *f) {
             "text as it comes. Generation ends at the end-of-sequence token, at N tokens, at a full\n"
             "context, or before the first occurrence of a --stop string (never printed).\n\n"
             "  -p TEXT              the prompt\n"
-            "  -f FILE              read the prompt from FILE (exactly its bytes)\n"
+            "  -f FILE              read the prompt from FILE (exactly its bytes; -: standard input)\n"
             "  --stop STR           stop before STR (repeatable)\n"
             "  --logits-out FILE    write n_prompt_tokens x n_vocab float32 little-endian logits,\n"
             "                       one row per prompt position (with an f32 KV cache)\n"
@@ -39,30 +40,6 @@ static void help(FILE *f) {
             "  (-n defaults to 16, --ctx to the prompt's tokens + N, at most the model's context)\n"
             "\nExit status: 0 done, 1 failure, 2 bad usage or input.\n",
             fc_cli_gen_args_help);
-}
-
-/* The file's bytes (NUL-terminated, *len of them: a NUL inside is kept). */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *p = malloc(cap);
-    for (size_t r; p && (r = fread(p + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) {
-            char *q = realloc(p, cap *= 2);
-            if (!q) free(p);
-            p = q;
-        }
-    }
-    if (p && ferror(f)) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    if (p) p[n] = 0;
-    *len = n;
-    return p;
 }
 
 /* Print pend[0..) up to what the stop strings allow; returns 1 on a stop. */
@@ -145,8 +122,8 @@ int fc_cmd_run(int argc, char **argv) {
     }
     char *prompt_buf = NULL;
     size_t prompt_len = 0;
-    if (prompt_file && !(prompt_buf = read_file(prompt_file, &prompt_len))) {
-        fprintf(stderr, "fucina run: cannot read the prompt file '%s'\n", prompt_file);
+    if (prompt_file && !(prompt_buf = fc_read_path(prompt_file, 0, &prompt_len))) {
+        fprintf(stderr, "fucina run: cannot read the prompt file '%s': %s\n", prompt_file, strerror(errno));
         free(stop);
         return 2;
     }

@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "fucina/fucina.h"
 #include "fucina/tokenizer.h"
+#include "io/read_all.h"
 
 #define CMD "fucina tokenize"
 
@@ -49,38 +50,6 @@ static void help(FILE *f) {
             "  -h, --help            this help\n\n"
             "Exit status: 0 done, 1 failure, 2 bad usage or input (an unreadable file, a file that\n"
             "is not a GGUF with a supported tokenizer).\n");
-}
-
-/* The whole stream into a new buffer (NUL-terminated, *n its length); NULL
- * with errno set when it cannot be read or memory runs out. */
-static char *read_stream(FILE *f, size_t *n) {
-    size_t cap = 4096, len = 0;
-    char *p = malloc(cap);
-    if (!p) return NULL;
-    for (;;) {
-        if (len + 1 == cap) {
-            char *q = cap > SIZE_MAX / 2 ? NULL : realloc(p, cap * 2);
-            if (!q) {
-                free(p);
-                errno = ENOMEM;
-                return NULL;
-            }
-            p = q;
-            cap *= 2;
-        }
-        size_t r = fread(p + len, 1, cap - len - 1, f);
-        len += r;
-        if (r == 0) break;
-    }
-    if (ferror(f)) {
-        const int e = errno ? errno : EIO;
-        free(p);
-        errno = e;
-        return NULL;
-    }
-    p[len] = 0;
-    *n = len;
-    return p;
 }
 
 /* llama.cpp's escape processing (common's string_process_escapes), in place:
@@ -206,7 +175,7 @@ int fc_cmd_tokenize(int argc, char **argv) {
             return 2;
         }
         errno = 0;
-        text = read_stream(f, &n_text);
+        text = fc_read_stream(f, 0, &n_text);
         const int e = errno;
         fclose(f);
         if (!text) {
@@ -234,7 +203,7 @@ int fc_cmd_tokenize(int argc, char **argv) {
     }
     if (src == SRC_STDIN) {
         errno = 0;
-        if (!(text = read_stream(stdin, &n_text))) {
+        if (!(text = fc_read_stream(stdin, 0, &n_text))) {
             const int e = errno;
             fprintf(stderr, CMD ": cannot read standard input: %s\n", strerror(e));
             rc = e == ENOMEM ? 1 : 2;

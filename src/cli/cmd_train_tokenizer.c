@@ -20,6 +20,7 @@
 #include "fucina/tokenizer_train.h"
 #include "io/atomic_file.h"
 #include "io/json_value.h"
+#include "io/read_all.h"
 
 #define CMD          "fucina train-tokenizer"
 #define MAX_SPECIALS 1024
@@ -47,35 +48,6 @@ static void help(FILE *f)
 }
 
 static int usage_error(const char *what, const char *arg) { return fc_cli_usage_error(CMD, what, arg); }
-
-/* A whole file into a new buffer; NULL with errno set. */
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *p = NULL;
-    size_t cap = 0, len = 0;
-    for (;;) {
-        if (fc_grow((void **)&p, &cap, len + 65536, 1)) {
-            free(p);
-            fclose(f);
-            errno = ENOMEM;
-            return NULL;
-        }
-        const size_t r = fread(p + len, 1, cap - len, f);
-        len += r;
-        if (r == 0) break;
-    }
-    const int e = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (e) {
-        free(p);
-        errno = e;
-        return NULL;
-    }
-    *n = len;
-    return p;
-}
 
 /* The documents: bytes in one arena, found by offset (the arena moves). */
 typedef struct docs {
@@ -237,7 +209,7 @@ int fc_cmd_train_tokenizer(int argc, char **argv)
     const double t0 = now_s();
     for (int f = 0; f < n_files; f++) {
         size_t n = 0;
-        char *text = read_file(files[f], &n);
+        char *text = fc_read_path(files[f], 0, &n);
         if (!text) {
             const int e = errno;
             fprintf(stderr, CMD ": cannot read '%s': %s\n", files[f], strerror(e));

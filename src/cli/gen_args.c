@@ -10,6 +10,7 @@
 #include "cli/progress.h"
 #include "fucina/grammar.h"
 #include "fucina/lora.h"
+#include "io/read_all.h"
 
 const char fc_cli_gen_args_help[] =
     "  -n N                 tokens to generate\n"
@@ -220,44 +221,11 @@ fc_llm_session *fc_cli_session_new(fc_ctx *ctx, const fc_llm_model *m, const fc_
 /* The whole of a file into a NUL-terminated buffer (a grammar or schema is
  * small: more than 16 MiB is refused). */
 static char *read_small_file(const char *path, size_t *len, char *why, size_t cap) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(why, cap, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t n = 0, c = 4096;
-    char *b = malloc(c);
-    while (b) {
-        if (n + 1 >= c) {
-            if (c >= (16u << 20)) {
-                snprintf(why, cap, "'%s' is larger than 16 MiB", path);
-                free(b);
-                b = NULL;
-                break;
-            }
-            char *nb = realloc(b, c * 2);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                snprintf(why, cap, "out of memory reading '%s'", path);
-                break;
-            }
-            b = nb, c *= 2;
-        }
-        size_t k = fread(b + n, 1, c - 1 - n, f);
-        n += k;
-        if (k == 0) {
-            if (ferror(f)) {
-                snprintf(why, cap, "cannot read '%s': %s", path, strerror(errno));
-                free(b);
-                b = NULL;
-            }
-            break;
-        }
-    }
-    if (!b && !why[0]) snprintf(why, cap, "out of memory reading '%s'", path);
-    fclose(f);
-    if (b) b[n] = 0, *len = n;
+    errno = 0;
+    char *b = fc_read_path(path, 16u << 20, len);
+    if (!b && errno == EFBIG) snprintf(why, cap, "'%s' is larger than 16 MiB", path);
+    else if (!b && errno == ENOMEM) snprintf(why, cap, "out of memory reading '%s'", path);
+    else if (!b) snprintf(why, cap, "cannot read '%s': %s", path, strerror(errno));
     return b;
 }
 

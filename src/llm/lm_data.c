@@ -9,6 +9,7 @@
 #include "exec/ctx.h"
 #include "fucina/chat.h"
 #include "io/json_value.h"
+#include "io/read_all.h"
 #include "llm/lm_data.h"
 #include "llm/lm_internal.h"
 
@@ -53,33 +54,11 @@ static int push_off(grow *g)
 
 static char *read_all(fc_ctx *ctx, const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return fc_fail(ctx, FC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 + 1 > cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *b = realloc(buf, cap);
-            if (!b) {
-                free(buf);
-                fclose(f);
-                return fc_fail(ctx, FC_ERR_OOM, "%s: out of memory reading it", path);
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    const int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return fc_fail(ctx, FC_ERR_IO, "%s: read error", path);
-    }
-    buf[len] = 0;
-    *n = len;
+    errno = 0;
+    char *buf = fc_read_path(path, 0, n);
+    if (!buf && errno == ENOMEM) return fc_fail(ctx, FC_ERR_OOM, "%s: out of memory reading it", path);
+    if (!buf && errno == EIO) return fc_fail(ctx, FC_ERR_IO, "%s: read error", path);
+    if (!buf) return fc_fail(ctx, FC_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     return buf;
 }
 
