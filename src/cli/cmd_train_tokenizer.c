@@ -16,6 +16,7 @@
 
 #include "cli/cli.h"
 #include "core/grow.h"
+#include "core/str.h"
 #include "fucina/fucina.h"
 #include "fucina/tokenizer_train.h"
 #include "io/atomic_file.h"
@@ -68,12 +69,6 @@ static int doc_add(docs *d, const char *s, size_t n)
     d->n_bytes += n;
     d->n++;
     return 0;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-    const size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
 }
 
 /* Each non-blank line's string field. 0, 1 out of memory, 2 bad input (said). */
@@ -216,7 +211,7 @@ int fc_cmd_train_tokenizer(int argc, char **argv)
             rc = e == ENOMEM ? 1 : 2;
             goto fail;
         }
-        int r = ends_with(files[f], ".jsonl") ? add_jsonl(&d, files[f], text, n, field) : doc_add(&d, text, n);
+        int r = fc_str_ends_with(files[f], ".jsonl") ? add_jsonl(&d, files[f], text, n, field) : doc_add(&d, text, n);
         free(text);
         if (r) {
             if (r == 1) fprintf(stderr, CMD ": out of memory reading '%s'\n", files[f]);

@@ -7,6 +7,7 @@
  * Tensor order within an entry is the order the model writer emits (and,
  * for qwen3, the order earlier files were written in, so seeds and files
  * stay the same). Dims are ours, [out, in]: GGUF stores them reversed. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "llm/arch.h"
@@ -279,4 +280,21 @@ int fc_llm_tensor_applies(const fc_llm_tensor_spec *t, const fc_llm_hparams *hp)
     case FC_WHEN_MOE: return hp->n_expert > 0;
     }
     return 0;
+}
+
+const fc_llm_tensor_spec *fc_llm_spec_of(const fc_llm_arch_desc *d, const fc_llm_hparams *hp, const char *name,
+                                         long *layer) {
+    *layer = -1;
+    if (!strncmp(name, "blk.", 4)) {
+        char *end;
+        const long l = strtol(name + 4, &end, 10);
+        if (end == name + 4 || *end != '.' || l < 0) return NULL;
+        *layer = l;
+        for (int k = 0; k < d->n_layer; k++)
+            if (fc_llm_tensor_applies(&d->layer[k], hp) && !strcmp(end + 1, d->layer[k].name)) return &d->layer[k];
+        return NULL;
+    }
+    for (int k = 0; k < d->n_globals; k++)
+        if (!strcmp(name, d->globals[k].name)) return &d->globals[k];
+    return NULL;
 }

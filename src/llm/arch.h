@@ -123,5 +123,11 @@ int64_t fc_llm_dim_size(fc_llm_dim d, const fc_llm_hparams *hp);
 const char *fc_llm_dim_axis(fc_llm_dim d);
 /* Whether the tensor applies to a model with these hparams. */
 int fc_llm_tensor_applies(const fc_llm_tensor_spec *t, const fc_llm_hparams *hp);
+/* The spec of entry d a GGUF tensor name stands for: "blk.L.<name>" a layer
+ * tensor that applies under hp (*layer = L, which the caller compares with
+ * the block count), anything else a global (*layer = -1). NULL when d has no
+ * such tensor (a "blk." name whose layer does not parse included). */
+const fc_llm_tensor_spec *fc_llm_spec_of(const fc_llm_arch_desc *d, const fc_llm_hparams *hp, const char *name,
+                                         long *layer);
 
 #endif

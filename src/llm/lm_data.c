@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
 #include "exec/ctx.h"
 #include "fucina/chat.h"
 #include "io/json_value.h"
@@ -181,12 +182,6 @@ done:
 
 /* ---- files ------------------------------------------------------------------------------- */
 
-static int ends_with(const char *s, const char *suffix)
-{
-    const size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 static int load_file(fc_ctx *ctx, lm_data *d, grow *g, const fc_tokenizer *tok, fc_chat_template tmpl, fc_token bos,
                      const char *path, const char *field)
 {
@@ -195,7 +190,7 @@ static int load_file(fc_ctx *ctx, lm_data *d, grow *g, const fc_tokenizer *tok, 
     if (!buf) return -1;
     d->n_bytes += (int64_t)len;
     int rc = 0;
-    if (!ends_with(path, ".jsonl")) {
+    if (!fc_str_ends_with(path, ".jsonl")) {
         if (d->kind == FC_LM_DATA_CHAT) {
             fc_fail(ctx, FC_ERR_FORMAT, "%s: conversations are read from JSONL files ({\"messages\": [...]} lines)",
                     path);

@@ -14,42 +14,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/str.h"
 #include "exec/ctx.h"
 #include "fucina/gguf.h"
 #include "llm/arch.h"
 #include "llm/lora_internal.h"
 #include "llm/model.h"
 
-static int ends_with(const char *s, const char *suffix)
-{
-    const size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !memcmp(s + n - k, suffix, k);
-}
-
 /* The model's tensor named name and its spec; NULL when the model has none
  * by that name (or the slot is empty: an absent optional tensor). */
 static fc_tensor *model_weight(const fc_llm_model *m, const char *name, const fc_llm_tensor_spec **spec)
 {
-    const fc_llm_arch_desc *d = m->desc;
-    if (!strncmp(name, "blk.", 4)) {
-        char *end;
-        const long l = strtol(name + 4, &end, 10);
-        if (end == name + 4 || *end != '.' || l < 0 || l >= m->hp.n_layer) return NULL;
-        for (int k = 0; k < d->n_layer; k++)
-            if (fc_llm_tensor_applies(&d->layer[k], &m->hp) && !strcmp(end + 1, d->layer[k].name)) {
-                *spec = &d->layer[k];
-                return *fc_llm_slot(&m->layers[l], d->layer[k].field);
-            }
-        return NULL;
-    }
-    for (int k = 0; k < d->n_globals; k++)
-        if (!strcmp(name, d->globals[k].name)) {
-            *spec = &d->globals[k];
-            /* a tied model's output slot holds token_embd: the file has no output.weight */
-            if (!strcmp(name, "output.weight") && m->hp.tied_output) return NULL;
-            return *fc_llm_slot((void *)m, d->globals[k].field);
-        }
-    return NULL;
+    long l;
+    const fc_llm_tensor_spec *t = fc_llm_spec_of(m->desc, &m->hp, name, &l);
+    if (!t || l >= m->hp.n_layer) return NULL;
+    *spec = t;
+    if (l >= 0) return *fc_llm_slot(&m->layers[l], t->field);
+    /* a tied model's output slot holds token_embd: the file has no output.weight */
+    if (!strcmp(name, "output.weight") && m->hp.tied_output) return NULL;
+    return *fc_llm_slot((void *)m, t->field);
 }
 
 void fc_llm_lora_free(fc_llm_lora *a)
@@ -137,9 +120,9 @@ static int pair_up(fc_ctx *ctx, fc_gguf *g, const char *path, fc_llm_lora *a, in
     for (int64_t i = 0; i < fc_gguf_tensor_count(g); i++) {
         fc_gguf_tensor_info ti;
         if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
-        const int is_a = ends_with(ti.name, ".lora_a"), is_b = ends_with(ti.name, ".lora_b");
+        const int is_a = fc_str_ends_with(ti.name, ".lora_a"), is_b = fc_str_ends_with(ti.name, ".lora_b");
         if (!is_a && !is_b) {
-            if (ends_with(ti.name, "_norm.weight")) continue; /* llama.cpp skips norm vectors too */
+            if (fc_str_ends_with(ti.name, "_norm.weight")) continue; /* llama.cpp skips norm vectors too */
             fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is neither a .lora_a nor a .lora_b tensor", path, ti.name);
             return -1;
         }

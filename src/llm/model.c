@@ -401,20 +401,12 @@ static int check_known(fc_ctx *ctx, fc_gguf *g, const char *path, const fc_llm_a
         fc_gguf_tensor_info ti;
         if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
         const char *name = ti.name;
-        int known = 0;
-        if (!strncmp(name, "blk.", 4)) {
-            char *end;
-            long l = strtol(name + 4, &end, 10);
-            if (end != name + 4 && *end == '.' && l >= hp->n_layer) {
-                fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is in layer %ld, but %s.block_count is %lld", path, name, l,
-                        d->name, (long long)hp->n_layer);
-                return -1;
-            }
-            if (end != name + 4 && *end == '.' && l >= 0 && l < hp->n_layer)
-                for (int k = 0; k < d->n_layer && !known; k++)
-                    known = fc_llm_tensor_applies(&d->layer[k], hp) && !strcmp(end + 1, d->layer[k].name);
-        } else {
-            for (int k = 0; k < d->n_globals && !known; k++) known = !strcmp(name, d->globals[k].name);
+        long l;
+        const int known = fc_llm_spec_of(d, hp, name, &l) != NULL;
+        if (l >= hp->n_layer) {
+            fc_fail(ctx, FC_ERR_FORMAT, "%s: tensor %s is in layer %ld, but %s.block_count is %lld", path, name, l,
+                    d->name, (long long)hp->n_layer);
+            return -1;
         }
         if (!known) {
             fc_fail(ctx, FC_ERR_UNSUPPORTED, "%s: tensor %s is not part of a %s model as Fucina knows it", path, name,
