@@ -263,7 +263,13 @@ static int train_step(fc_ctx *ctx, run *R, int64_t step, double *loss, int64_t *
     const int64_t mb = r->batch / r->accum, per = r->accum / R->ranks, first = R->rank * per;
     double sum = 0;
     R->reduce_s = 0;
-    if (n > 0) {
+    if (n > 0 && R->ranks == 1 && per == 1) {
+        /* one micro-batch alone: autograd wrote its gradient from zeroed
+         * gradients, which is the sum already (no copy through lm_grads) */
+        double part = 0;
+        if (micro_batch(ctx, R, 0, mb, 1.0 / (double)n, &part)) return -1;
+        sum = 0.0 + part;
+    } else if (n > 0) {
         for (int64_t a = 0; a < per; a++) {
             double part = 0;
             if (micro_batch(ctx, R, (first + a) * mb, mb, 1.0 / (double)n, &part) ||
@@ -403,7 +409,7 @@ fc_status fc_lm_train(fc_ctx *ctx, fc_lm *lm, const fc_lm_train_options *o)
         R.opt = make_optimizer(ctx, lm, o, R.group_lr, &R.n_groups);
         rc = R.opt ? 0 : -1;
     }
-    if (rc == 0)
+    if (rc == 0 && (R.ranks > 1 || R.r.accum > 1))
         rc = lm_grads_init(ctx, &R.grads, lm->params, lm->n_params, (int)(R.r.accum / R.ranks), R.rank);
     int64_t start = 0;
     if (rc == 0 && o->resume_path) {
