@@ -142,12 +142,25 @@ typedef struct fco_llama_api {
     struct llama_adapter_lora *(*adapter_lora_init)(struct llama_model *, const char *path_lora);
     int32_t (*set_adapters_lora)(struct llama_context *, struct llama_adapter_lora **adapters, size_t n_adapters,
                                  float *scales);
+    /* embeddings (tests/runtime/test_llm_embed.c), resolved optionally (NULL when the release
+     * lacks them): llama_get_embeddings_ith (a row's final hidden state, pooling none),
+     * llama_get_embeddings_seq (a sequence's pooled embedding), llama_pooling_type (the
+     * context's pooling after llama.cpp resolved an unspecified one from the model) */
+    float *(*embeddings_ith)(struct llama_context *, int32_t i);
+    float *(*embeddings_seq)(struct llama_context *, llama_seq_id seq_id);
+    int (*pooling_type)(const struct llama_context *);
 } fco_llama_api;
 
 /* enum ggml_type values used for type_k / type_v */
 #define FCO_GGML_TYPE_F32 0
 #define FCO_GGML_TYPE_F16 1
 #define FCO_GGML_TYPE_Q8_0 8
+/* enum llama_pooling_type */
+#define FCO_LLAMA_POOLING_UNSPECIFIED (-1)
+#define FCO_LLAMA_POOLING_NONE 0
+#define FCO_LLAMA_POOLING_MEAN 1
+#define FCO_LLAMA_POOLING_CLS 2
+#define FCO_LLAMA_POOLING_LAST 3
 /* enum llama_flash_attn_type */
 #define FCO_LLAMA_FLASH_ATTN_DISABLED 0
 

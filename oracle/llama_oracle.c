@@ -59,6 +59,9 @@ static void load_once(void) {
     /* optional: tests that need them skip when they are NULL */
     *(void **)&api.adapter_lora_init = fco_llama_sym("llama_adapter_lora_init");
     *(void **)&api.set_adapters_lora = fco_llama_sym("llama_set_adapters_lora");
+    *(void **)&api.embeddings_ith = fco_llama_sym("llama_get_embeddings_ith");
+    *(void **)&api.embeddings_seq = fco_llama_sym("llama_get_embeddings_seq");
+    *(void **)&api.pooling_type = fco_llama_sym("llama_pooling_type");
     void (*log_set)(log_cb, void *);
     *(void **)&log_set = fco_llama_sym("llama_log_set");
     void *(*cpu_reg)(void);
@@ -79,8 +82,8 @@ static void load_once(void) {
     }
     struct llama_context_params cp = api.ctx_defaults();
     if (cp.n_ctx != 512 || cp.n_batch != 2048 || cp.n_ubatch != 512 || cp.n_seq_max != 1 || cp.type_k != 1 ||
-        cp.type_v != 1 || cp.flash_attn_type != -1 || cp.embeddings || !cp.no_perf || cp.kv_unified ||
-        cp.samplers || cp.ctx_other) {
+        cp.type_v != 1 || cp.flash_attn_type != -1 || cp.pooling_type != -1 || cp.embeddings || !cp.no_perf ||
+        cp.kv_unified || cp.samplers || cp.ctx_other) {
         api_why = "llama_context_params of the oracle does not match oracle/llama_abi.h";
         return;
     }

@@ -24,6 +24,7 @@
 #include "fucina/gguf.h"
 #include "fucina/quantize.h"
 #include "fucina/llm.h"
+#include "fucina/embed.h"
 #include "fucina/lora.h"
 #include "fucina/tokenizer.h"
 #include "fucina/sampler.h"

@@ -460,7 +460,8 @@ static void norm_in_place(fc_ctx *ctx, const fck_table *K, float *x, const fc_te
 
 /* One chunk: n rows in n_seg segments, embedding rows x0. */
 static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg, int64_t n,
-                              const fc_token *tokens, const float *x0, const int64_t *pos, float *logits) {
+                              const fc_token *tokens, const float *x0, const int64_t *pos, float *logits,
+                              float *hidden) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     const fck_table *K = fck_kernels();
@@ -535,7 +536,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
         else if (ra != first_out + n_out) contiguous = 0;
         n_out += k;
     }
-    if (n_out && logits) {
+    if (n_out && (logits || hidden)) {
         if (contiguous) {
             norm_rows(ctx, K, b.x + first_out * E, m->output_norm, eps, n_out, E, b.h);
         } else {
@@ -547,6 +548,11 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
                 o += k;
             }
         }
+        /* the hidden states are these normed rows, the LM head's input
+         * (llama.cpp's embeddings: result_norm); an embedding eval without
+         * logits skips the head */
+        if (hidden) memcpy(hidden, b.h, (size_t)(n_out * E) * sizeof(float));
+        if (!logits) return FC_OK;
         if (project(ctx, b.lora, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
             goto nomem;
         if (hp->final_softcap > 0) { /* ggml: scale by 1/cap, tanh, scale by cap */
@@ -579,7 +585,7 @@ static fc_status ensure_rows(fc_ctx *ctx, fc_llm_session *s, int64_t n) {
 }
 
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
-                         const fc_token *tokens, float *logits) {
+                         const fc_token *tokens, float *logits, float *hidden) {
     const fc_llm_model *m = s->m;
     const fc_llm_hparams *hp = &m->hp;
     fc_status st = FC_OK;
@@ -604,12 +610,13 @@ fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs,
         }
         if ((st = ensure_rows(ctx, s, n)) != FC_OK) break;
         float *lo = logits ? logits + (size_t)out_row * (size_t)hp->n_vocab : NULL;
+        float *hi = hidden ? hidden + (size_t)out_row * (size_t)hp->n_embd : NULL;
         fc_scope sc = fc_scope_begin(ctx);
         fc_tensor *ids = fc_from_data(ctx, FC_I32, FC_SHAPE({"seq", n}), tokens + row, (size_t)n * sizeof *tokens);
         fc_tensor *x = ids ? fc_get_rows(ctx, m->tok_embd, ids) : NULL; /* [seq, embd] */
         if (x && fc_tensor_dtype(x) != FC_F32) x = fc_cast(ctx, x, FC_F32);
         if (x) x = fc_contiguous(ctx, x);
-        st = x ? forward_rows(ctx, s, cs, nc, n, tokens + row, fc_tensor_data(x), s->posv, lo) : fc_ctx_status(ctx);
+        st = x ? forward_rows(ctx, s, cs, nc, n, tokens + row, fc_tensor_data(x), s->posv, lo, hi) : fc_ctx_status(ctx);
         fc_scope_end(ctx, sc);
         if (st == FC_OK)
             for (int64_t i = 0; i < nc; i++) s->pos[cs[i].seq] += cs[i].n;

@@ -445,6 +445,11 @@ fc_llm_model *fc_llm_model_load_ex(fc_ctx *ctx, const char *path, const fc_llm_l
     fc_llm_hparams *hp = &m->hp;
     if (load_hparams(ctx, g, path, hp, &m->desc)) goto fail;
     const fc_llm_arch_desc *d = m->desc;
+    {   /* embeddings' default pooling (llama.cpp reads it for every family; absent: none) */
+        char pkey[128];
+        snprintf(pkey, sizeof pkey, "%s.pooling_type", d->name);
+        if (get_u32(ctx, g, path, pkey, 0, -1, &m->pooling_type)) goto fail;
+    }
     int64_t ti = fc_gguf_find_tensor(g, "token_embd.weight");
     fc_gguf_tensor_info info;
     if (ti < 0 || !fc_gguf_tensor_info_at(g, ti, &info) || info.n_dims != 2) {

@@ -41,6 +41,7 @@ struct fc_llm_model {
     fc_tensor *rope_freqs;  /* [rot] frequency divisors or NULL */
     fc_llm_layer *layers;
     struct fc_llm_lora_set *lora; /* the adapters set (fc_llm_model_set_loras), NULL when none */
+    int64_t pooling_type;   /* <arch>.pooling_type in llama.cpp's numbers; -1 absent */
 };
 
 /* One LoRA delta of a weight (src/llm/lora.c): y += scale * (x A^T) B^T over

@@ -132,8 +132,8 @@ static fc_status check_which(fc_ctx *ctx, fc_llm_logits which) {
     return FC_ERR_INVALID_ARG;
 }
 
-fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
-                                  fc_llm_logits which, float *logits) {
+fc_status fc_llm_session_eval_out(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
+                                  fc_llm_logits which, float *logits, float *hidden) {
     if (!ctx) return FC_ERR_INVALID_ARG;
     fc_status st = check_which(ctx, which);
     if (st != FC_OK) return st;
@@ -149,7 +149,12 @@ fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const
                    (long long)n, (long long)s->pos[seq], (long long)s->n_ctx);
     if ((st = check_tokens(ctx, s, tokens, n)) != FC_OK) return st;
     const fc_llm_seg seg = {.seq = seq, .pos0 = s->pos[seq], .n = (int64_t)n, .logits = which};
-    return fc_llm_forward(ctx, s, &seg, 1, tokens, logits);
+    return fc_llm_forward(ctx, s, &seg, 1, tokens, logits, hidden);
+}
+
+fc_status fc_llm_session_eval_seq(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
+                                  fc_llm_logits which, float *logits) {
+    return fc_llm_session_eval_out(ctx, s, seq, tokens, n, which, logits, NULL);
 }
 
 fc_status fc_llm_session_eval_ex(fc_ctx *ctx, fc_llm_session *s, const fc_token *tokens, size_t n,
@@ -200,7 +205,7 @@ fc_status fc_llm_session_decode_batch(fc_ctx *ctx, fc_llm_session *s, const int 
                      (long long)q, (long long)s->n_ctx);
         segs[i] = (fc_llm_seg){.seq = q, .pos0 = s->pos[q], .n = 1, .logits = FC_LLM_LOGITS_LAST};
     }
-    if (st == FC_OK) st = fc_llm_forward(ctx, s, segs, (int64_t)n, tokens, logits);
+    if (st == FC_OK) st = fc_llm_forward(ctx, s, segs, (int64_t)n, tokens, logits, NULL);
     if (segs != stack) free(segs);
     return st;
 }
@@ -251,7 +256,7 @@ fc_status fc_llm_session_eval_batch(fc_ctx *ctx, fc_llm_session *s, const fc_llm
                                    .logits = b[i].logits};
             memcpy(toks + r, b[i].tokens, b[i].n * sizeof *toks);
         }
-        st = fc_llm_forward(ctx, s, segs, (int64_t)n, toks, logits);
+        st = fc_llm_forward(ctx, s, segs, (int64_t)n, toks, logits, NULL);
     }
     free(segs);
     free(toks);

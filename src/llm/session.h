@@ -58,8 +58,14 @@ typedef struct fc_llm_seg {
  * caller: positions fit the cache, tokens in range) whose tokens are
  * concatenated in `tokens`; the segments' positions advance on success.
  * logits (may be NULL) receives the rows the segments ask for, in segment
- * order: n rows for FC_LLM_LOGITS_ALL, 1 for LAST, none for NONE. */
+ * order: n rows for FC_LLM_LOGITS_ALL, 1 for LAST, none for NONE. hidden
+ * (may be NULL) receives the same rows' final hidden states (n_embd floats
+ * each: after the output norm, the LM head's input; src/llm/embed.c). */
 fc_status fc_llm_forward(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *segs, int64_t n_seg,
-                         const fc_token *tokens, float *logits);
+                         const fc_token *tokens, float *logits, float *hidden);
+/* fc_llm_session_eval_seq (its checks and errors) with the hidden states of
+ * the rows `which` selects into hidden as well (either output may be NULL). */
+fc_status fc_llm_session_eval_out(fc_ctx *ctx, fc_llm_session *s, int seq, const fc_token *tokens, size_t n,
+                                  fc_llm_logits which, float *logits, float *hidden);
 
 #endif
