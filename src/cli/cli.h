@@ -13,6 +13,7 @@ int fc_cmd_run(int argc, char **argv);
 int fc_cmd_chat(int argc, char **argv);
 int fc_cmd_bench(int argc, char **argv);
 int fc_cmd_tokenize(int argc, char **argv);
+int fc_cmd_embed(int argc, char **argv);
 int fc_cmd_perplexity(int argc, char **argv);
 int fc_cmd_train_tokenizer(int argc, char **argv);
 int fc_cmd_serve(int argc, char **argv);

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"chat", fc_cmd_chat, "MODEL.gguf: an interactive chat with the model's chat template"},
     {"serve", fc_cmd_serve, "MODEL.gguf: an OpenAI-compatible HTTP server with a chat page (llama-server's flags)"},
     {"tokenize", fc_cmd_tokenize, "MODEL.gguf -p TEXT: the tokens of a text, as llama-tokenize prints them"},
+    {"embed", fc_cmd_embed, "MODEL.gguf -p TEXT: a text's embedding (pooled hidden states, as llama-embedding)"},
     {"train-tokenizer", fc_cmd_train_tokenizer, "-o OUT.gguf FILE...: train a byte-level BPE tokenizer on text files"},
     {"pretrain", fc_cmd_pretrain, "--tokenizer TOK.gguf --train FILE -o OUT.gguf: train a language model from scratch"},
     {"sft", fc_cmd_sft, "MODEL.gguf --data CHAT.jsonl -o OUT.gguf: fine-tune on conversations (assistant turns)"},
