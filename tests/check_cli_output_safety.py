@@ -125,7 +125,7 @@ for flag, v in (("--seed", "abc"), ("--seed", "12abc"), ("--seed", "-1"), ("--se
     check(not os.path.exists(seeded), f"make-model {flag} {v!r}: wrote a model")
 r = run("make-model", seeded, "--seed", "12")
 check(r.returncode == 0, f"make-model --seed 12: exit {r.returncode}: {r.stderr.strip()!r}")
-for flag, v, bound in (("-n", "99999999999", "0..1073741824"), ("--top-k", "99999999999", "0..1073741824"),
+for flag, v, bound in (("-n", "99999999999", "-1..1073741824"), ("--top-k", "99999999999", "0..1073741824"),
                        ("--ctx", "99999999999", "0..16777216")):
     r = run("run", MODEL, "-p", "hi", flag, v)
     check(r.returncode == 2 and f"{flag} '{v}' is not an integer in {bound}" in r.stderr,

@@ -344,6 +344,8 @@ typedef struct fc_chat_stats {
     int64_t n_eval;    /* of them, evaluated now (n_prompt - n_reused) */
     int64_t n_gen;     /* tokens sampled (the end-of-generation token included) */
     fc_chat_stop stop; /* why the reply ended */
+    double prompt_ms;  /* fc_chat_generate: milliseconds in the prefill (render, tokenize, evaluate) */
+    double gen_ms;     /* fc_chat_generate: milliseconds sampling and evaluating the reply */
 } fc_chat_stats;
 
 /* Called with each piece of the reply as it becomes final (whole UTF-8

@@ -20,10 +20,12 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: fucina chat MODEL.gguf [--system TEXT] [--no-think] [--chat-template NAME] [-n N]\n"
+            "usage: fucina chat MODEL.gguf [-sys TEXT] [--no-think] [--chat-template NAME] [-n N]\n"
             "                   [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-            "                   [--seed S] [--threads N] [--ctx N] [-ctk f16|q8_0|f32] [--stop STR]...\n"
+            "                   [--presence-penalty P] [--frequency-penalty F] [--repeat-last-n N]\n"
+            "                   [-s S] [-t N] [-c N] [-ctk f16|q8_0|f32] [--stop STR]... [-r STR]...\n"
             "                   [--special-in-content] [--mmap | --no-mmap] [--verbose]\n"
+            "                   [--no-display-prompt]\n"
             "                   [--grammar GBNF | --grammar-file F | -j SCHEMA | -jf F]\n"
             "                   [--lora FILE]... [--lora-scaled FILE SCALE]...\n\n"
             "Chats with the model through its chat template (tokenizer.chat_template, whose family\n"
@@ -37,18 +39,25 @@ static void help(FILE *f) {
             "Commands:\n"
             "  /reset   forget the conversation (the system prompt stays)\n"
             "  /exit    quit (as does the end of the input)\n"
-            "Ctrl-C during a reply ends the reply.\n\n"
-            "  --system TEXT        a system message opening the conversation\n"
+            "Ctrl-C during a reply ends the reply. At the end, llama-cli's perf report on stderr\n"
+            "(load time; prompt eval time / tokens evaluated; eval time / generated tokens; total),\n"
+            "summed over the turns.\n\n"
+            "  -sys, --system-prompt TEXT  a system message opening the conversation (--system)\n"
             "  --no-think           Qwen3: disable thinking (an empty <think></think> is pre-filled)\n"
             "  --chat-template NAME render with this family instead of the model's template\n"
             "                       (--template is the same); NAME is one of:\n"
             "                       %s\n"
             "  --stop STR           end a reply before STR (repeatable; never printed)\n"
+            "  -r, --reverse-prompt STR  llama-cli's user-turn marker: the reply ends where the model\n"
+            "                       writes STR and the turn is yours (as --stop: the template's turn\n"
+            "                       markup, not STR, separates the turns; repeatable)\n"
+            "  --no-display-prompt  do not echo piped messages as '> MESSAGE'\n"
             "  --special-in-content read control-token strings in messages as those tokens, as\n"
             "                       llama.cpp does (a typed <|im_end|> then really ends the turn)\n"
             "  --verbose            per turn, print token counts and speed to stderr\n"
             "%s"
-            "  (-n defaults to 512 tokens per reply, --ctx to min(4096, the model's))\n"
+            "  (-n defaults to 512 tokens per reply, -1: until the end of turn or a full context;\n"
+            "  -c to min(4096, the model's))\n"
             "\nWhen the input is not a terminal each message is echoed as '> MESSAGE' before its reply.\n"
             "Exit status: 0 done, 1 failure, 2 bad usage or input.\n",
             fc_chat_template_names(), fc_cli_gen_args_help);
@@ -100,7 +109,8 @@ static int template_by_name(const char *name, fc_chat_template *out) {
 
 int fc_cmd_chat(int argc, char **argv) {
     const char *path = NULL, *system = NULL, *tmpl_name = NULL;
-    int no_think = 0, verbose = 0, special_in_content = 0;
+    int no_think = 0, verbose = 0, special_in_content = 0, echo = 1;
+    const double t_start = fc_cli_now_ms();
     fc_cli_gen_args g = fc_cli_gen_args_default(512);
     const char **stop = calloc((size_t)argc, sizeof *stop);
     size_t n_stop = 0;
@@ -111,6 +121,9 @@ int fc_cmd_chat(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const int has = i + 1 < argc;
+        const int is_sys = !strcmp(a, "--system") || !strcmp(a, "-sys") || !strcmp(a, "--system-prompt");
+        /* -r: llama-cli's reverse prompt; in a chat the reply ends there and the user speaks */
+        const int is_stop = !strcmp(a, "--stop") || !strcmp(a, "-r") || !strcmp(a, "--reverse-prompt");
         int r;
         if (fc_cli_help_arg(a, help)) {
             free(stop);
@@ -123,23 +136,24 @@ int fc_cmd_chat(int argc, char **argv) {
             special_in_content = 1;
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             verbose = 1;
-        } else if ((!strcmp(a, "--system") || !strcmp(a, "--template") || !strcmp(a, "--chat-template") ||
-                    !strcmp(a, "--stop")) &&
-                   !has) {
-            fprintf(stderr, "fucina chat: %s needs a value\n", a);
+        } else if (!strcmp(a, "--no-display-prompt")) {
+            echo = 0;
+        } else if ((is_sys || !strcmp(a, "--template") || !strcmp(a, "--chat-template") || is_stop) && !has) {
+            fprintf(stderr, "fucina chat: %s needs a value (see --help)\n", a);
             goto usage;
-        } else if (!strcmp(a, "--system")) {
+        } else if (is_sys) {
             system = argv[++i];
         } else if (!strcmp(a, "--template") || !strcmp(a, "--chat-template")) {
             tmpl_name = argv[++i];
-        } else if (!strcmp(a, "--stop")) {
+        } else if (is_stop) {
             stop[n_stop++] = argv[++i];
         } else if (fc_cli_model_arg("chat", a, &path)) {
             goto usage;
         }
     }
+    if (fc_cli_gen_args_finish("chat", &g, &path)) goto usage;
     if (!path) {
-        fprintf(stderr, "fucina chat: no MODEL.gguf given\n");
+        fprintf(stderr, "fucina chat: no MODEL.gguf given (see --help)\n");
         goto usage;
     }
     fc_chat_template tmpl = FC_CHAT_TEMPLATE_CHATML;
@@ -179,8 +193,11 @@ int fc_cmd_chat(int argc, char **argv) {
     }
     const int64_t train = fc_llm_model_hparams(m)->n_ctx_train;
     const int64_t n_ctx = g.n_ctx ? g.n_ctx : (train < 4096 ? train : 4096);
+    const double load_ms = fc_cli_now_ms() - t_start;
     s = fc_cli_session_new(ctx, m, &g, n_ctx);
     if (!s) goto fail;
+    fc_cli_gen_args_set_ctx(&g, n_ctx);
+    fc_cli_seed_resolve("chat", &g);
     int gfail = 0;
     gram = fc_cli_grammar_load("chat", ctx, &g, &gfail);
     if (gfail) {
@@ -192,7 +209,7 @@ int fc_cmd_chat(int argc, char **argv) {
     o.tmpl = tmpl;
     o.flags = (no_think ? FC_CHAT_NO_THINK : 0u) | (special_in_content ? FC_CHAT_SPECIAL_IN_CONTENT : 0u);
     o.sampling = g.sp;
-    o.max_tokens = (int32_t)g.n_gen;
+    o.max_tokens = g.n_gen < 0 ? 0 : (int32_t)g.n_gen; /* 0: until the end of turn or the context */
     o.stop = stop;
     o.n_stop = n_stop;
     if (g.n_gen == 0) {
@@ -204,6 +221,8 @@ int fc_cmd_chat(int argc, char **argv) {
     if (!c) goto fail;
     if (system && fc_chat_add(ctx, c, FC_CHAT_SYSTEM, system) != FC_OK) goto fail;
     const int tty = isatty(STDIN_FILENO);
+    double prompt_ms = 0, gen_ms = 0; /* the perf report's sums over the turns */
+    long n_prompt_eval = 0, n_generated = 0;
     if (tty)
         fprintf(stderr, "fucina chat: %s, template %s, context %lld; /reset, /exit\n", path,
                 fc_chat_template_name(tmpl), (long long)n_ctx);
@@ -217,7 +236,7 @@ int fc_cmd_chat(int argc, char **argv) {
         size_t n = (size_t)got;
         while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = 0;
         if (!n) continue;
-        if (!tty) {
+        if (!tty && echo) {
             printf("> %s\n", line);
             fflush(stdout); /* before any status line on stderr */
         }
@@ -253,6 +272,8 @@ int fc_cmd_chat(int argc, char **argv) {
         }
         printf("\n");
         fflush(stdout);
+        prompt_ms += st.prompt_ms, gen_ms += st.gen_ms;
+        n_prompt_eval += (long)st.n_eval, n_generated += (long)st.n_gen;
         if (verbose) {
             const double dt = now_s() - t0;
             fprintf(stderr,
@@ -261,6 +282,7 @@ int fc_cmd_chat(int argc, char **argv) {
                     dt > 0 ? (double)(st.n_eval + st.n_gen) / dt : 0.0, stop_name(st.stop));
         }
     }
+    fc_cli_perf_print("chat", load_ms, prompt_ms, n_prompt_eval, gen_ms, n_generated, fc_cli_now_ms() - t_start);
     rc = 0;
     goto done;
 fail:
@@ -274,8 +296,7 @@ done:
     fc_ctx_free(ctx);
     free(stop);
     return rc;
-usage:
-    help(stderr);
+usage: /* the message said what is wrong; --help says the rest */
     free(stop);
     return 2;
 }

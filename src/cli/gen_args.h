@@ -16,10 +16,15 @@
 
 typedef struct fc_cli_gen_args {
     fc_sampler_params sp; /* starts greedy (temp 0) with llama.cpp's other defaults, seed 0 */
-    long n_gen;           /* -n */
-    long n_ctx;           /* --ctx; 0: the model's */
-    int threads;          /* --threads; 0: the default */
-    fc_dtype kv_type;     /* -ctk / --cache-type: FC_F16 (default), FC_Q8_0, FC_F32 */
+    long n_gen;           /* -n / --n-predict; -1: until the end token or a full context */
+    long n_ctx;           /* -c / --ctx-size / --ctx; 0: the command's default */
+    int threads;          /* -t / --threads; 0: the default */
+    fc_dtype kv_type;     /* -ctk / --cache-type(-k): FC_F16 (default), FC_Q8_0, FC_F32 */
+    fc_dtype kv_type_v;   /* -ctv / --cache-type-v when kv_v_set: must equal kv_type (one cache type) */
+    int kv_v_set;
+    int seed_random;      /* -s -1: draw a seed (fc_cli_seed_resolve prints it) */
+    int last_n_ctx;       /* --repeat-last-n -1: the context size (fc_cli_gen_args_set_ctx) */
+    const char *model;    /* -m / --model (or the positional argument) */
     int mmap;             /* fc_llm_load_options.mmap: 1 --mmap, -1 --no-mmap, 0 (default) by size */
     /* constrained output, at most one of them (llama.cpp's names):
      * --grammar TEXT, --grammar-file FILE, -j/--json-schema TEXT, -jf/--json-schema-file FILE */
@@ -36,10 +41,35 @@ typedef struct fc_cli_gen_args {
 /* Defaults: greedy, n_gen as given, n_ctx 0, threads 0, mmap 0. */
 fc_cli_gen_args fc_cli_gen_args_default(long n_gen);
 
+/* After the option loop: -m against a positional model (one model only:
+ * *path is the one given, NULL when none) and -ctv against -ctk (K and V
+ * share one cache type); -1 after printing "fucina CMD: WHY (see --help)". */
+int fc_cli_gen_args_finish(const char *cmd, fc_cli_gen_args *g, const char **path);
+
+/* Once the context size is known: --repeat-last-n -1 becomes n_ctx. */
+void fc_cli_gen_args_set_ctx(fc_cli_gen_args *g, int64_t n_ctx);
+
+/* -s -1: draws a seed and prints "fucina CMD: seed N (random; -s N repeats
+ * this run)" on stderr, so that a random run can be reproduced. */
+void fc_cli_seed_resolve(const char *cmd, fc_cli_gen_args *g);
+
+/* Milliseconds on the monotonic clock (the perf reports). */
+double fc_cli_now_ms(void);
+
+/* llama-cli's perf report (llama_perf_context_print's lines and widths) on
+ * stderr, each line prefixed "fucina CMD:": load time; prompt eval time /
+ * tokens; eval time / generated tokens; total time / tokens. */
+void fc_cli_perf_print(const char *cmd, double load_ms, double prompt_ms, long n_prompt, double gen_ms, long n_gen,
+                       double total_ms);
+
 /* If argv[*i] is one of the shared options, consume it and its value
  * (advancing *i) and return 1; 0 when it is not one; -1 after printing
  * "fucina CMD: ..." naming the option and the bad value (or the missing
- * one, or the switch it contradicts: --mmap with --no-mmap) to stderr. */
+ * one, or the switch it contradicts: --mmap with --no-mmap) to stderr.
+ * llama-cli's names are accepted beside ours: -m/--model, -t/--threads,
+ * -c/--ctx-size, -s/--seed (-1: random), -n/--n-predict (-1: no limit),
+ * --repeat-last-n (-1: the context), --presence-penalty,
+ * --frequency-penalty, -ctk/--cache-type-k, -ctv/--cache-type-v. */
 int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_args *g);
 
 /* In a command's option loop (run, chat, export-lora): 1 when a is -h or

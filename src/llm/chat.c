@@ -10,8 +10,11 @@
  * be the canonical BPE of their text, and Qwen3's template re-renders
  * earlier assistant turns without their <think> part; both simply shorten
  * the common prefix. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/ctx.h"
 #include "llm/chat_internal.h"
@@ -235,6 +238,12 @@ done:
     return ret;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
 /* Emit pend[0..n) through the callback; 1 when it asks to stop. */
 static int emit(fc_chat_on_text on_text, void *user, const char *p, size_t n) {
     return n && on_text ? on_text(p, n, user) != 0 : 0;
@@ -249,11 +258,14 @@ fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, voi
     }
     if (reply) *reply = NULL;
     fc_chat_stats st;
+    const double t0 = now_ms();
     const float *logits = fc_chat_prefill(ctx, c, &st);
     if (!logits) {
         if (stats) *stats = (fc_chat_stats){0};
         return fc_ctx_status(ctx);
     }
+    const double t1 = now_ms();
+    st.prompt_ms = t1 - t0;
     const int32_t nv = (int32_t)fc_llm_model_hparams(c->m)->n_vocab;
     const char *const *stop = (const char *const *)c->stop;
     fc_chat_buf text = {0}; /* the reply so far: [0, sent) emitted, the rest held back */
@@ -343,6 +355,7 @@ fc_status fc_chat_generate(fc_ctx *ctx, fc_chat *c, fc_chat_on_text on_text, voi
     text.p[text.n] = 0;
     if ((rc = fc_chat_add(ctx, c, FC_CHAT_ASSISTANT, text.p)) != FC_OK) goto out;
     if (reply) *reply = c->msgs[c->n_msgs - 1].content;
+    st.gen_ms = now_ms() - t1;
     if (stats) *stats = st;
     goto out;
 oom:
