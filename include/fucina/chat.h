@@ -191,12 +191,41 @@ typedef struct fc_chat_render_options {
  * <tool_response> blocks. GENERIC (every other family): the tools and the
  * reply format are described in a system message, and the whole reply is
  * one JSON object, {"tool_calls": [{"name": "NAME", "arguments": ARGS}, ...]}
- * or {"response": "TEXT"}; results are "tool" turns. */
+ * or {"response": "TEXT"}; results are "tool" turns. LLAMA3_JSON (llama3:
+ * Llama 3.1 / 3.2 / 3.3 Instruct's template, its JSON tool calling): the
+ * system turn opens "Environment: ipython" and the dated header, the tools
+ * (indented JSON) lead the first user turn with Meta's instructions, and a
+ * call is the whole reply, one per message:
+ *   {"name": "NAME", "parameters": ARGS}
+ * results are "ipython" turns holding the result as a JSON string. Llama's
+ * built-in tools (<|python_tag|>, brave_search, code_interpreter) are not
+ * offered. */
 typedef enum fc_chat_tool_format {
     FC_CHAT_TOOLS_HERMES = 0,
     FC_CHAT_TOOLS_GENERIC = 1,
+    FC_CHAT_TOOLS_LLAMA3_JSON = 2,
 } fc_chat_tool_format;
 FC_API fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t);
+
+/* The exact text of a call in a family's format, for a reader that splits a
+ * reply as it streams (what the grammar forces and the renderer writes):
+ *   open name_at NAME sep ARGS tail
+ * with ARGS a JSON object. The call's JSON object starts obj_at bytes into
+ * open and ends with tail's "}"; close follows it after optional blanks.
+ * Text before a call, and calls after each other, are joined by newlines
+ * (dropped when the reply is split). */
+typedef struct fc_chat_tool_syntax {
+    const char *open;     /* where a call starts: the lazy grammar's trigger */
+    const char *name_at;  /* from the end of open to the function name */
+    const char *sep;      /* from the end of the name to the arguments */
+    const char *tail;     /* after the arguments */
+    const char *close;    /* after the call's JSON object ("" when none) */
+    const char *args_key; /* the member holding the arguments */
+    size_t obj_at;        /* the call's JSON object starts this far into open */
+    int max_calls;        /* 0: any number of calls; else at most this many a reply */
+} fc_chat_tool_syntax;
+/* NULL for a family in the GENERIC format (and for t out of range). */
+FC_API const fc_chat_tool_syntax *fc_chat_template_tool_syntax(fc_chat_template t);
 
 /* Which calls a reply may make (OpenAI's tool_choice; "none" is no tools). */
 typedef enum fc_chat_tool_choice {
@@ -216,8 +245,9 @@ typedef struct fc_chat_tool_grammar_options {
  * (OpenAI's tool definitions, JSON text; each function's "parameters"
  * schema constrains its arguments through fc_json_schema_to_gbnf, a
  * missing one is any object). *trigger is NULL when the grammar holds from
- * the reply's first byte; otherwise (Hermes with AUTO) the reply is free
- * text until the model writes *trigger ("<tool_call>", static storage), and
+ * the reply's first byte; otherwise (AUTO in a format with a syntax) the
+ * reply is free text until the model writes *trigger (the syntax's open:
+ * "<tool_call>", "{\"name\": \"", static storage), and
  * the grammar holds from the trigger's first byte on: feed the matcher the
  * trigger with fc_grammar_matcher_accept_bytes, then constrain the rest.
  * NULL + error naming the tool and the reason: a definition without a
@@ -230,14 +260,16 @@ FC_API struct fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t,
 /* A reply split into its text and its calls (fc_chat_parse_tool_calls). */
 typedef struct fc_chat_tool_reply {
     char *content;           /* the text outside the calls ("" when none) */
-    fc_chat_tool_call *calls; /* id NULL; name and arguments (compact JSON) malloc'd */
+    fc_chat_tool_call *calls; /* id NULL; name and arguments malloc'd */
     size_t n_calls;
 } fc_chat_tool_reply;
 
 /* Parse a reply of family t written in its tool format. Hermes: every
  * <tool_call>...</tool_call> block holding {"name": S, "arguments": OBJECT
  * (or a string holding one)} is a call, the rest is content (a block that
- * does not parse stays content). Generic: {"tool_calls": [...]} or
+ * does not parse stays content). Llama 3 JSON: the first {"name": S,
+ * "parameters": OBJECT} object is the call, the text
+ * around it content. Generic: {"tool_calls": [...]} or
  * {"response": S}; any other reply is all content. Free with
  * fc_chat_tool_reply_free. FC_ERR_OOM only. */
 FC_API fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,

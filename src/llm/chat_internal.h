@@ -47,6 +47,10 @@ fc_status fc_chat_tools_check(fc_ctx *ctx, const char *who, const fc_chat_messag
 /* A JSON text as Jinja's tojson writes it (Python's json.dumps), as content;
  * 0, or -1 on out of memory. */
 int fc_chat_put_tool_json(fc_chat_buf *b, const char *json);
+/* ... with json.dumps(indent=indent) (indent 0: as fc_chat_put_tool_json). */
+int fc_chat_put_tool_json_indent(fc_chat_buf *b, const char *json, int indent);
+/* A string as json.dumps writes it (quoted, escaped), as content. */
+int fc_chat_put_py_string(fc_chat_buf *b, const char *s, size_t n);
 /* Qwen3's system turn with tools (system: the first system message's text
  * or NULL); 0 or -1 (out of memory). */
 int fc_chat_put_hermes_tools(fc_chat_buf *b, const char *system, const fc_chat_render_options *o);
@@ -56,6 +60,9 @@ int fc_chat_put_hermes_calls(fc_chat_buf *b, const fc_chat_message *m, int conte
  * and the reply format, calls as JSON replies, then the family's renderer. */
 fc_status fc_chat_render_generic(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs,
                                  size_t n, const fc_chat_render_options *o, fc_chat_buf *b);
+/* Render in Llama 3.1's JSON tool format (src/llm/chat_tools_llama3.c). */
+fc_status fc_chat_render_llama3_tools(fc_ctx *ctx, const char *who, const fc_chat_message *msgs, size_t n,
+                                      const fc_chat_render_options *o, fc_chat_buf *b);
 /* The generic format's instructions (before the tool list). */
 extern const char fc_chat_generic_tools_intro[];
 

@@ -442,8 +442,11 @@ fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, c
     if (st != FC_OK) return st;
     int tools = o.n_tools > 0;
     for (size_t i = 0; i < n && !tools; i++) tools = msgs[i].n_tool_calls > 0;
-    if (tools && fc_chat_template_tool_format(t) == FC_CHAT_TOOLS_GENERIC)
-        return fc_chat_render_generic(ctx, who, t, msgs, n, &o, b);
+    if (tools) switch (fc_chat_template_tool_format(t)) {
+        case FC_CHAT_TOOLS_GENERIC: return fc_chat_render_generic(ctx, who, t, msgs, n, &o, b);
+        case FC_CHAT_TOOLS_LLAMA3_JSON: return fc_chat_render_llama3_tools(ctx, who, msgs, n, &o, b);
+        case FC_CHAT_TOOLS_HERMES: break; /* below, with the family's renderer */
+        }
     int ok = !fc_chat_buf_put(b, "", 0);
     switch (t) {
     case FC_CHAT_TEMPLATE_CHATML: /* with tools, Qwen's Hermes convention (Qwen2.5's and Qwen3's templates) */

@@ -23,7 +23,20 @@
 #include "llm/chat_internal.h"
 #include "llm/grammar_json.h"
 
-static const char k_trigger[] = "<tool_call>";
+/* s as a GBNF string literal's body (the quotes are the caller's). */
+static void gbnf_literal(fj_buf *g, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '"': fj_raws(g, "\\\""); break;
+        case '\\': fj_raws(g, "\\\\"); break;
+        case '\n': fj_raws(g, "\\n"); break;
+        case '\r': fj_raws(g, "\\r"); break;
+        case '\t': fj_raws(g, "\\t"); break;
+        default: fj_raw(g, s, 1);
+        }
+    }
+}
 
 static int is_name_char(char c)
 {
@@ -201,22 +214,32 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
             goto out;
         }
     }
-    const int hermes = fc_chat_template_tool_format(t) == FC_CHAT_TOOLS_HERMES;
-    /* root: the calls (and, generic with auto, the text answer) */
-    const char *sep = hermes ? "\"\\n\"" : "\", \"";
-    if (hermes) fj_raws(&g, "root ::= call");
+    const fc_chat_tool_syntax *syn = fc_chat_template_tool_syntax(t);
+    /* root: the calls (and, generic with auto, the text answer); a syntax's calls follow
+     * each other after a newline, a generic reply lists them */
+    const int single = o.single || (syn && syn->max_calls == 1);
+    if (syn) fj_raws(&g, "root ::= call");
     else if (o.choice == FC_CHAT_TOOL_CHOICE_AUTO)
         fj_raws(&g, "root ::= \"{\\\"response\\\": \" string \"}\" | \"{\\\"tool_calls\\\": [\" call");
     else fj_raws(&g, "root ::= \"{\\\"tool_calls\\\": [\" call");
-    if (!o.single) fj_printf(&g, " ( %s call )*", sep);
-    if (!hermes) fj_raws(&g, " \"]}\"");
+    if (!single) fj_raws(&g, syn ? " ( \"\\n\" call )*" : " ( \", \" call )*");
+    if (!syn) fj_raws(&g, " \"]}\"");
     fj_raws(&g, "\ncall ::= ");
     for (size_t i = 0; i < n_tools; i++) {
         if (named >= 0 && (int)i != named) continue;
         if (named < 0 && i) fj_raws(&g, " | ");
-        if (hermes)
-            fj_printf(&g, "\"<tool_call>\\n{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%zu \"}\\n</tool_call>\"", defs[i].name, i);
-        else fj_printf(&g, "\"{\\\"name\\\": \\\"%s\\\", \\\"arguments\\\": \" t%zu \"}\"", defs[i].name, i);
+        fj_raws(&g, "\"");
+        if (syn) {
+            gbnf_literal(&g, syn->open);
+            gbnf_literal(&g, syn->name_at);
+        } else {
+            gbnf_literal(&g, "{\"name\": \"");
+        }
+        gbnf_literal(&g, defs[i].name);
+        gbnf_literal(&g, syn ? syn->sep : "\", \"arguments\": ");
+        fj_printf(&g, "\" t%zu \"", i);
+        gbnf_literal(&g, syn ? syn->tail : "}");
+        fj_raws(&g, "\"");
     }
     fj_raws(&g, "\n");
     for (size_t i = 0; i < n_tools; i++)
@@ -227,7 +250,7 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
         goto out;
     }
     gr = fc_grammar_parse(ctx, g.p, g.n, "root");
-    if (gr && hermes && o.choice == FC_CHAT_TOOL_CHOICE_AUTO && trigger) *trigger = k_trigger;
+    if (gr && syn && o.choice == FC_CHAT_TOOL_CHOICE_AUTO && trigger) *trigger = syn->open;
 out:
     for (size_t i = 0; i < n_tools; i++) free(defs[i].schema);
     free(defs);
@@ -253,15 +276,16 @@ void fc_chat_tool_reply_free(fc_chat_tool_reply *r)
  * member's value in raw[0..n) (a call object), when it is the last member
  * (what parses, else NULL). The reply's calls then carry exactly what was generated,
  * as a stream of the same reply does. */
-static char *raw_arguments(const char *raw, size_t n)
+static char *raw_arguments(const char *raw, size_t n, const char *args_key)
 {
-    static const char key[] = "\"arguments\"";
+    char key[40];
+    const size_t nk = (size_t)snprintf(key, sizeof key, "\"%s\"", args_key);
     const char *k = NULL;
     /* the first: a name cannot hold it, and arguments nest after it */
-    for (size_t i = 0; i + sizeof key - 1 <= n && !k; i++)
-        if (!memcmp(raw + i, key, sizeof key - 1)) k = raw + i;
+    for (size_t i = 0; i + nk <= n && !k; i++)
+        if (!memcmp(raw + i, key, nk)) k = raw + i;
     if (!k) return NULL;
-    const char *p = k + sizeof key - 1, *e = raw + n;
+    const char *p = k + nk, *e = raw + n;
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
     if (p == e || *p++ != ':') return NULL;
     while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
@@ -275,11 +299,11 @@ static char *raw_arguments(const char *raw, size_t n)
     return ok ? strndup(p, (size_t)(e - p)) : NULL;
 }
 
-/* One call object {"name": S, "arguments": OBJECT or a string holding one}
+/* One call object {"name": S, ARGS_KEY: OBJECT or a string holding one}
  * (raw: its text, or NULL): 1 added, 0 not a call, -1 out of memory. */
-static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, size_t n_raw)
+static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, size_t n_raw, const char *args_key)
 {
-    const fj_val *name = fj_get(v, "name"), *args = fj_get(v, "arguments");
+    const fj_val *name = fj_get(v, "name"), *args = fj_get(v, args_key);
     if (v->type != FJ_OBJ || !name || name->type != FJ_STR || !name->len || !args) return 0;
     fj_doc *inner = NULL;
     if (args->type == FJ_STR) {
@@ -292,7 +316,7 @@ static int add_call(fc_chat_tool_reply *r, const fj_val *v, const char *raw, siz
         return 0;
     }
     fj_buf b = {0};
-    char *verbatim = raw && !inner ? raw_arguments(raw, n_raw) : NULL;
+    char *verbatim = raw && !inner ? raw_arguments(raw, n_raw, args_key) : NULL;
     if (verbatim) {
         b.p = verbatim;
         b.n = strlen(verbatim);
@@ -338,14 +362,14 @@ static const char *json_nesting_end(const char *p, const char *e, int *closed)
     return e;
 }
 
-/* A call cut short by the end of the reply: the exact head the grammar
- * writes, \n{"name": "NAME", "arguments": , then the arguments as far as
- * they go (up to where their nesting closes; a partial closing tag after
+/* A call cut short by the end of the reply: past the syntax's open (at p),
+ * the exact head the grammar writes (name_at NAME sep), then the arguments
+ * as far as they go (up to where their nesting closes; a partial tail after
  * them is dropped). 1 added, 0 not such a head, -1 out of memory. */
-static int truncated_call(fc_chat_tool_reply *r, const char *p, const char *e)
+static int truncated_call(fc_chat_tool_reply *r, const fc_chat_tool_syntax *syn, const char *p, const char *e)
 {
-    static const char head[] = "\n{\"name\": \"", args[] = "\", \"arguments\": ";
-    const size_t nh = sizeof head - 1, na = sizeof args - 1;
+    const char *head = syn->name_at, *args = syn->sep;
+    const size_t nh = strlen(head), na = strlen(args);
     if ((size_t)(e - p) < nh || memcmp(p, head, nh)) return 0;
     const char *name = p + nh, *q = memchr(name, '"', (size_t)(e - name));
     if (!q || q == name || q - name > 64 || (size_t)(e - q) < na || memcmp(q, args, na)) return 0;
@@ -386,43 +410,48 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
         if (root && root->type == FJ_OBJ && (calls || resp)) {
             if (resp && resp->type == FJ_STR) fj_raw(&content, resp->str, resp->len);
             for (size_t i = 0; calls && calls->type == FJ_ARR && i < calls->len && !oom; i++)
-                oom = add_call(out, calls->items[i], NULL, 0) < 0;
+                oom = add_call(out, calls->items[i], NULL, 0, "arguments") < 0;
         } else {
             fj_raw(&content, text, len);
         }
         fj_free(d);
     } else {
+        const fc_chat_tool_syntax *syn = fc_chat_template_tool_syntax(t);
+        const char *open_tag = syn->open, *close = syn->close;
+        const size_t nt = strlen(open_tag), nc = strlen(close);
         size_t at = 0;
-        const size_t nt = sizeof k_trigger - 1;
-        static const char close[] = "</tool_call>";
         while (at < len && !oom) {
             const char *open = NULL;
-            for (size_t i = at; i + nt <= len; i++)
-                if (!memcmp(text + i, k_trigger, nt)) {
-                    open = text + i;
-                    break;
-                }
-            /* the block ends after the object: a "</tool_call>" inside one of its strings is text;
+            if (!syn->max_calls || out->n_calls < (size_t)syn->max_calls)
+                for (size_t i = at; i + nt <= len; i++)
+                    if (!memcmp(text + i, open_tag, nt)) {
+                        open = text + i;
+                        break;
+                    }
+            /* the block ends after the object: a closing tag inside one of its strings is text;
              * an object that does not close before the next opening tag is not a call (and no
-             * scan goes past that tag, so a reply of many broken blocks is parsed in linear time) */
+             * scan goes past that tag, so a reply of many broken blocks is parsed in linear time).
+             * A syntax without a closing tag (the call is the object) has no such bound: its
+             * opening text may recur inside the arguments. */
             const char *end = NULL, *bound = text + len;
             if (open) {
-                for (const char *q = open + nt; q + nt <= text + len; q++)
-                    if (!memcmp(q, k_trigger, nt)) {
+                for (const char *q = open + nt; nc && q + nt <= text + len; q++)
+                    if (!memcmp(q, open_tag, nt)) {
                         bound = q;
                         break;
                     }
-                const char *obj = json_object_end(open + nt, bound);
-                while (obj && obj < text + len && (*obj == ' ' || *obj == '\t' || *obj == '\n' || *obj == '\r')) obj++;
-                if (obj && (size_t)(text + len - obj) >= sizeof close - 1 && !memcmp(obj, close, sizeof close - 1))
-                    end = obj;
+                const char *obj = json_object_end(open + syn->obj_at, bound);
+                if (obj && !nc) end = obj;
+                while (obj && nc && obj < text + len && (*obj == ' ' || *obj == '\t' || *obj == '\n' || *obj == '\r'))
+                    obj++;
+                if (obj && nc && (size_t)(text + len - obj) >= nc && !memcmp(obj, close, nc)) end = obj;
             }
             if (!open) {
                 fj_raw(&content, text + at, len - at);
                 break;
             }
             if (!end && bound == text + len) { /* the reply ended inside a call: a truncated call, as the stream sends it */
-                const int added = truncated_call(out, open + nt, text + len);
+                const int added = truncated_call(out, syn, open + nt, text + len);
                 if (added < 0) oom = 1;
                 if (added > 0) {
                     size_t keep = (size_t)(open - text) - at;
@@ -436,19 +465,20 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
                 at = (size_t)(open + nt - text);
                 continue;
             }
-            fj_doc *d = fj_parse(open + nt, (size_t)(end - open - nt), NULL, NULL, 0);
-            int added = d ? add_call(out, fj_root(d), open + nt, (size_t)(end - open - nt)) : 0;
+            const char *obj_at = open + syn->obj_at;
+            fj_doc *d = fj_parse(obj_at, (size_t)(end - obj_at), NULL, NULL, 0);
+            int added = d ? add_call(out, fj_root(d), obj_at, (size_t)(end - obj_at), syn->args_key) : 0;
             fj_free(d);
             if (added < 0) oom = 1;
-            /* text before the block is content; the template joins content and calls with "\n" */
+            /* text before the block is content; the templates join content and calls with "\n" */
             size_t keep = (size_t)(open - text) - at;
             if (added > 0) {
                 while (keep && text[at + keep - 1] == '\n') keep--;
                 fj_raw(&content, text + at, keep);
             } else {
-                fj_raw(&content, text + at, (size_t)(end + sizeof close - 1 - text) - at);
+                fj_raw(&content, text + at, (size_t)(end + nc - text) - at);
             }
-            at = (size_t)(end + sizeof close - 1 - text);
+            at = (size_t)(end + nc - text);
             while (added > 0 && at < len && text[at] == '\n') at++;
         }
     }

@@ -25,7 +25,7 @@ fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t) {
     switch (t) {
     case FC_CHAT_TEMPLATE_CHATML:
     case FC_CHAT_TEMPLATE_QWEN3: return FC_CHAT_TOOLS_HERMES;
-    case FC_CHAT_TEMPLATE_LLAMA3:
+    case FC_CHAT_TEMPLATE_LLAMA3: return FC_CHAT_TOOLS_LLAMA3_JSON;
     case FC_CHAT_TEMPLATE_MISTRAL_V1:
     case FC_CHAT_TEMPLATE_MISTRAL_V3:
     case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
@@ -38,6 +38,39 @@ fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t) {
     case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: return FC_CHAT_TOOLS_GENERIC;
     }
     return FC_CHAT_TOOLS_GENERIC;
+}
+
+/* The renderers write past calls in exactly these shapes (chat_tools.c,
+ * chat_tools_llama3.c), the grammar forces them, and the readers split a
+ * reply by them. */
+static const fc_chat_tool_syntax k_hermes = {
+    .open = "<tool_call>",
+    .name_at = "\n{\"name\": \"",
+    .sep = "\", \"arguments\": ",
+    .tail = "}\n</tool_call>",
+    .close = "</tool_call>",
+    .args_key = "arguments",
+    .obj_at = sizeof "<tool_call>" - 1,
+};
+/* the call is the reply's JSON object itself; the template renders one call a message */
+static const fc_chat_tool_syntax k_llama3 = {
+    .open = "{\"name\": \"",
+    .name_at = "",
+    .sep = "\", \"parameters\": ",
+    .tail = "}",
+    .close = "",
+    .args_key = "parameters",
+    .max_calls = 1,
+};
+
+const fc_chat_tool_syntax *fc_chat_template_tool_syntax(fc_chat_template t) {
+    if (!fc_chat_template_name(t)) return NULL;
+    switch (fc_chat_template_tool_format(t)) {
+    case FC_CHAT_TOOLS_HERMES: return &k_hermes;
+    case FC_CHAT_TOOLS_LLAMA3_JSON: return &k_llama3;
+    case FC_CHAT_TOOLS_GENERIC: return NULL;
+    }
+    return NULL;
 }
 
 /* ---- Python's json.dumps(ensure_ascii=False) ---- */
@@ -132,6 +165,31 @@ static int py_string(fc_chat_buf *b, const char *s, size_t n) {
     return put_c(b, "\"", 1);
 }
 
+static int py_value(fc_chat_buf *b, const fj_val *v);
+
+/* indent > 0: json.dumps(indent=indent), whose separators are "," and ": "
+ * with each member on its own line (empty containers stay "[]" / "{}");
+ * depth is the nesting level of v. */
+static int py_newline(fc_chat_buf *b, int indent, int depth) {
+    if (put_cs(b, "\n")) return -1;
+    for (int k = 0; k < indent * depth; k++)
+        if (put_cs(b, " ")) return -1;
+    return 0;
+}
+
+static int py_value_ind(fc_chat_buf *b, const fj_val *v, int indent, int depth) {
+    if (indent <= 0 || (v->type != FJ_ARR && v->type != FJ_OBJ) || v->len == 0) return py_value(b, v);
+    const int obj = v->type == FJ_OBJ;
+    if (put_cs(b, obj ? "{" : "[")) return -1;
+    for (size_t i = 0; i < v->len; i++) {
+        if ((i && put_cs(b, ",")) || py_newline(b, indent, depth + 1)) return -1;
+        if (obj && (py_string(b, v->keys[i], v->key_lens[i]) || put_cs(b, ": "))) return -1;
+        if (py_value_ind(b, v->items[i], indent, depth + 1)) return -1;
+    }
+    if (py_newline(b, indent, depth)) return -1;
+    return put_cs(b, obj ? "}" : "]");
+}
+
 static int py_value(fc_chat_buf *b, const fj_val *v) {
     char num[64];
     switch (v->type) {
@@ -209,13 +267,17 @@ fc_status fc_chat_tools_check(fc_ctx *ctx, const char *who, const fc_chat_messag
 
 /* ---- Hermes (Qwen) ---- */
 
-int fc_chat_put_tool_json(fc_chat_buf *b, const char *json) {
+int fc_chat_put_tool_json_indent(fc_chat_buf *b, const char *json, int indent) {
     fj_doc *d = fj_parse(json, strlen(json), NULL, NULL, 0);
     if (!d) return -1; /* checked before: only out of memory gets here */
-    int rc = py_value(b, fj_root(d));
+    int rc = py_value_ind(b, fj_root(d), indent, 0);
     fj_free(d);
     return rc;
 }
+
+int fc_chat_put_tool_json(fc_chat_buf *b, const char *json) { return fc_chat_put_tool_json_indent(b, json, 0); }
+
+int fc_chat_put_py_string(fc_chat_buf *b, const char *s, size_t n) { return py_string(b, s, n); }
 
 int fc_chat_put_hermes_tools(fc_chat_buf *b, const char *system, const fc_chat_render_options *o) {
     static const char head[] = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"

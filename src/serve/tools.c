@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* Fucina serve: tool calls (serve/tools.h).
  *
- * A Hermes call is forced by the grammar to be exactly what the renderer
- * writes, <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>,
- * so the stream can be split as it comes: the name is known when its
- * closing quote arrives, and the arguments end where their JSON nesting
- * returns to zero (a brace inside a string does not count). Text a model
- * writes in another shape (possible only without the grammar) stays
- * content, as fc_chat_parse_tool_calls leaves it. */
+ * A call in a family's syntax (fc_chat_template_tool_syntax: Hermes'
+ * <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>, Llama 3's
+ * {"name": "NAME", "parameters": ARGS}) is forced by the grammar to be
+ * exactly what the renderer writes, so the stream can be split as it
+ * comes: the name is known when its closing quote arrives, and the
+ * arguments end where their JSON nesting returns to zero (a brace inside a
+ * string does not count). Text a model writes in another shape (possible
+ * only without the grammar) stays content, as fc_chat_parse_tool_calls
+ * leaves it. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <stdio.h>
@@ -110,11 +112,8 @@ void srv_tool_call_id(uint64_t seed, size_t index, char out[40]) {
 
 /* ---- the streamed reply ---- */
 
-static const char k_open[] = "<tool_call>", k_head[] = "\n{\"name\": \"", k_args[] = "\", \"arguments\": ",
-                  k_tail[] = "}\n</tool_call>";
-
 void srv_tool_stream_init(srv_tool_stream *s, fc_chat_template t, uint64_t id_seed) {
-    *s = (srv_tool_stream){.format = fc_chat_template_tool_format(t), .tmpl = t, .id_seed = id_seed};
+    *s = (srv_tool_stream){.syn = fc_chat_template_tool_syntax(t), .tmpl = t, .id_seed = id_seed};
 }
 
 void srv_tool_stream_free(srv_tool_stream *s) { fj_buf_free(&s->held); }
@@ -124,12 +123,12 @@ static void drop(srv_tool_stream *s, size_t n) {
     s->held.n -= n;
 }
 
-/* Hold back a suffix that may still become "<tool_call>", and newlines
- * before it (the template joins content and calls with "\n"). */
-static size_t held_back(const char *p, size_t n) {
+/* Hold back a suffix that may still become the call's opening text, and
+ * newlines before it (the templates join content and calls with "\n"). */
+static size_t held_back(const char *open, const char *p, size_t n) {
     size_t k = 0;
-    for (size_t m = sizeof k_open - 2; m > 0; m--)
-        if (n >= m && !memcmp(p + n - m, k_open, m)) {
+    for (size_t m = strlen(open) - 1; m > 0; m--)
+        if (n >= m && !memcmp(p + n - m, open, m)) {
             k = m;
             break;
         }
@@ -137,24 +136,34 @@ static size_t held_back(const char *p, size_t n) {
     return k;
 }
 
-static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
+static void syntax_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
+    const char *k_open = s->syn->open, *k_head = s->syn->name_at, *k_args = s->syn->sep, *k_tail = s->syn->tail;
+    const size_t n_open = strlen(k_open);
     for (;;) {
         char *p = s->held.p;
         size_t n = s->held.n;
         if (s->mode == 0) {
-            while (s->n_calls && n && p[0] == '\n' && !final) { /* the separator after a call */
+            while (s->after_call && n && p[0] == '\n' && !final) { /* the separator after a call */
                 drop(s, 1);
                 p = s->held.p, n = s->held.n;
             }
+            if (s->syn->max_calls && s->n_calls >= (size_t)s->syn->max_calls) {
+                if (n && (final || p[0] != '\n')) { /* no more calls: the rest is text */
+                    k->content(k->user, p, n);
+                    drop(s, n);
+                    s->after_call = 0;
+                }
+                return;
+            }
             const char *open = NULL;
-            for (size_t i = 0; i + sizeof k_open - 1 <= n; i++)
-                if (!memcmp(p + i, k_open, sizeof k_open - 1)) {
+            for (size_t i = 0; i + n_open <= n; i++)
+                if (!memcmp(p + i, k_open, n_open)) {
                     open = p + i;
                     break;
                 }
             if (!open) {
-                size_t emit = final ? n : n - held_back(p, n);
-                if (emit) k->content(k->user, p, emit);
+                size_t emit = final ? n : n - held_back(k_open, p, n);
+                if (emit) k->content(k->user, p, emit), s->after_call = 0;
                 drop(s, emit);
                 return;
             }
@@ -162,12 +171,12 @@ static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             size_t text = before;
             while (text && p[text - 1] == '\n') text--;
             if (text) k->content(k->user, p, text);
-            drop(s, before + sizeof k_open - 1);
+            drop(s, before + n_open);
             s->mode = 1;
             continue;
         }
         if (s->mode == 1) { /* \n{"name": "NAME", "arguments": */
-            const size_t nh = sizeof k_head - 1, na = sizeof k_args - 1;
+            const size_t nh = strlen(k_head), na = strlen(k_args);
             size_t cmp = n < nh ? n : nh;
             int bad = memcmp(p, k_head, cmp) != 0;
             const char *q = !bad && n > nh ? memchr(p + nh, '"', n - nh) : NULL;
@@ -187,7 +196,7 @@ static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
                 }
             }
             if (bad || final) { /* not a call after all: it is text */
-                k->content(k->user, k_open, sizeof k_open - 1);
+                k->content(k->user, k_open, n_open);
                 s->mode = 0;
                 if (!final) continue;
                 k->content(k->user, p, n);
@@ -215,39 +224,39 @@ static void hermes_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             if (i) k->call(k->user, s->n_calls, NULL, NULL, p, i);
             drop(s, i);
             if (!end) {
-                if (final) s->n_calls++, s->mode = 0; /* cut short: a call with the arguments it got */
+                if (final) s->n_calls++, s->after_call = 1, s->mode = 0; /* cut short: a call with the arguments it got */
                 return;
             }
             s->mode = 3;
             continue;
         }
         /* mode 3: }\n</tool_call> */
-        const size_t nt = sizeof k_tail - 1;
+        const size_t nt = strlen(k_tail);
         if (memcmp(p, k_tail, n < nt ? n : nt)) { /* a shape the grammar would not allow: the rest is text */
-            s->n_calls++;
+            s->n_calls++, s->after_call = 0;
             s->mode = 0;
             k->content(k->user, p, n);
             drop(s, n);
             return;
         }
         if (n < nt) {
-            if (final) drop(s, n), s->n_calls++, s->mode = 0; /* the tag cut short: the call is whole */
+            if (final) drop(s, n), s->n_calls++, s->after_call = 1, s->mode = 0; /* the tag cut short: the call is whole */
             return;
         }
         drop(s, nt);
-        s->n_calls++;
+        s->n_calls++, s->after_call = 1;
         s->mode = 0;
     }
 }
 
 void srv_tool_stream_push(srv_tool_stream *s, const char *text, size_t n, const srv_tool_sink *k) {
     fj_raw(&s->held, text, n);
-    if (s->format == FC_CHAT_TOOLS_HERMES) hermes_step(s, k, 0);
+    if (s->syn) syntax_step(s, k, 0);
 }
 
 void srv_tool_stream_end(srv_tool_stream *s, const srv_tool_sink *k) {
-    if (s->format == FC_CHAT_TOOLS_HERMES) {
-        hermes_step(s, k, 1);
+    if (s->syn) {
+        syntax_step(s, k, 1);
         return;
     }
     /* generic: the reply is one JSON object, split now */

@@ -28,18 +28,20 @@ typedef struct srv_tools {
 int srv_tools_parse(const fj_val *root, srv_tools *t, srv_http_response *out);
 void srv_tools_free(srv_tools *t);
 
-/* A streamed reply's text split into content and tool-call deltas. Hermes
- * replies are split as they come: text until "<tool_call>", then each
- * call's id, type and name once and its arguments as they grow; a generic
- * reply (one JSON object) is split when it ends. */
+/* A streamed reply's text split into content and tool-call deltas. A reply
+ * in a family's call syntax (Hermes, Llama 3 JSON) is split as it comes:
+ * text until the call's opening text, then each call's id, type and name
+ * once and its arguments as they grow; a generic reply (one JSON object) is
+ * split when it ends. */
 typedef struct srv_tool_stream {
-    int format; /* fc_chat_tool_format */
+    const fc_chat_tool_syntax *syn; /* NULL: the generic format */
     fc_chat_template tmpl;
     uint64_t id_seed;
     fj_buf held;  /* text not yet classified */
     int mode;     /* 0 text, 1 inside a call's head, 2 its arguments, 3 its tail */
     int depth, in_str, esc; /* the arguments' JSON nesting */
     size_t n_calls;
+    int after_call; /* nothing but the call has come since the last one ended */
     char name[65];
     size_t n_name;
 } srv_tool_stream;

@@ -36,6 +36,7 @@
 #include "fct.h"
 #include "fct_golden.h"
 #include "fucina/chat.h"
+#include "fucina/grammar.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
 #include "llama_abi.h"
@@ -194,7 +195,11 @@ static const char k_py[] =
     "t = env.from_string(open(sys.argv[1], encoding='utf-8').read())\n"
     "cases = json.load(open(sys.argv[2], encoding='utf-8'))\n"
     "for i, c in enumerate(cases):\n"
-    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen'], 'tools': c['tools'] or None}\n"
+    "    if sys.argv[5] == 'object':  # the arguments as transformers' users pass them: a dict\n"
+    "        for m in c['messages']:\n"
+    "            for tc in m.get('tool_calls', []): tc['function']['arguments'] = json.loads(tc['function']['arguments'])\n"
+    "    kw = {'messages': c['messages'], 'add_generation_prompt': c['gen'], 'tools': c['tools'] or None,\n"
+    "          'bos_token': '', 'eos_token': sys.argv[6]}\n"
     "    if c['no_think']: kw['enable_thinking'] = False\n"
     "    open('%s/%s_%d.txt' % (sys.argv[3], sys.argv[4], i), 'w', encoding='utf-8', newline='').write(t.render(**kw))\n";
 
@@ -203,10 +208,21 @@ static const char *python(void) {
     return p && *p ? p : "python3";
 }
 
-/* Render cs[0..n) with Qwen3's real template under jinja2 (the messages,
+/* How a family's real template is rendered: its text, and what it is given. */
+typedef struct jinja_ref {
+    fc_chat_template t;
+    const char *path;       /* the template's file */
+    int object_args;        /* tool-call arguments as objects (else the JSON strings OpenAI sends) */
+    const char *eos;        /* eos_token (bos_token is "": the tokenizer adds BOS) */
+} jinja_ref;
+
+static const jinja_ref k_qwen3_ref = {FC_CHAT_TEMPLATE_QWEN3, FIXTURE, 0, "<|im_end|>"};
+
+/* Render cs[0..n) with a family's real template under jinja2 (the messages,
  * their tool calls and results, and tools[0..n_tools) of each) and with ours;
  * they must be byte-identical. tag names the files in the test directory. */
-static void compare_with_jinja2(const convo *cs, size_t n_convo, const char *const *tools, const char *tag) {
+static void compare_with_jinja2_ref(const jinja_ref *r, const convo *cs, size_t n_convo, const char *const *tools,
+                                    const char *tag) {
     char path[512], cmd[2048];
     static char out[1 << 14];
     snprintf(cmd, sizeof cmd, "'%s' -c 'import jinja2' 2>&1", python());
@@ -255,14 +271,14 @@ static void compare_with_jinja2(const convo *cs, size_t n_convo, const char *con
     cr_assert_not_null(f);
     fputs(k_py, f);
     fclose(f);
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, FIXTURE, path, dir, tag);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' '%s' '%s' '%s' '%s' 2>&1", python(), py, r->path, path, dir, tag,
+             r->object_args ? "object" : "string", r->eos);
     cr_assert_eq(fct_run(cmd, out, sizeof out), 0, "jinja2 rendering failed: %s", out);
     for (size_t i = 0; i < n_convo; i++) {
         const convo *c = &cs[i];
         const fc_chat_render_options o = {.flags = c->flags, .tools = tools, .n_tools = c->n_tools};
         char *ours = NULL;
-        cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_QWEN3, c->m, c->n, &o, &ours, NULL), FC_OK, "%s",
-                     fc_ctx_error(ctx));
+        cr_assert_eq(fc_chat_render_ex(ctx, r->t, c->m, c->n, &o, &ours, NULL), FC_OK, "%s", fc_ctx_error(ctx));
         snprintf(path, sizeof path, "%s/%s_%zu.txt", dir, tag, i);
         size_t n;
         char *ref = read_all(path, &n);
@@ -272,6 +288,10 @@ static void compare_with_jinja2(const convo *cs, size_t n_convo, const char *con
         free(ref);
         free(ours);
     }
+}
+
+static void compare_with_jinja2(const convo *cs, size_t n_convo, const char *const *tools, const char *tag) {
+    compare_with_jinja2_ref(&k_qwen3_ref, cs, n_convo, tools, tag);
 }
 
 Test(llm_chat, qwen3_matches_jinja2) { compare_with_jinja2(k_convos, sizeof k_convos / sizeof k_convos[0], NULL, "out"); }
@@ -552,6 +572,48 @@ static const convo k_tconvos[] = {
 
 Test(llm_chat, qwen3_tools_match_jinja2) {
     compare_with_jinja2(k_tconvos, sizeof k_tconvos / sizeof k_tconvos[0], k_tools, "tout");
+}
+
+/* ---- Llama 3.1 with tools against jinja2 ------------------------------------------------ */
+
+/* Meta-Llama-3.1-8B-Instruct's tokenizer_config.json chat_template, verbatim */
+#define LLAMA31_FIXTURE FC_GOLDEN_DIR "/../runtime/data/llama31_chat_template.jinja"
+
+static const fc_chat_tool_call k_lcall[] = {{.id = "call_1", .name = "get_weather", .arguments = "{\"city\":\"Paris\",\"days\":2}"}};
+static const fc_chat_tool_call k_lcall2[] = {{.id = "x", .name = "scale", .arguments = "{\"x\": 0.1, \"v\": [1e-05, {}], \"s\": \"\u00e9\\n\"}"}};
+static const convo k_lconvos[] = {
+    {{TMSG(USER, "Weather in Paris?")}, 1, FC_CHAT_ADD_GENERATION_PROMPT, 2},
+    {{TMSG(SYSTEM, "  You are helpful.\n"), TMSG(USER, "\xc2\xa0 Weather? \xe3\x80\x80")}, 2, FC_CHAT_ADD_GENERATION_PROMPT, 1},
+    {{TMSG(SYSTEM, "sys"), TMSG(USER, "Weather?"),
+      {.role = FC_CHAT_ASSISTANT, .content = "ignored beside a call", .tool_calls = k_lcall, .n_tool_calls = 1},
+      {.role = FC_CHAT_TOOL, .content = "{\"temp\": 21, \"note\": \"a \\\"b\\\"\\n\"}", .tool_call_id = "call_1"}},
+     4, FC_CHAT_ADD_GENERATION_PROMPT, 2},
+    {{TMSG(USER, "u1"), TMSG(ASSISTANT, " a1 "), TMSG(USER, "scale it"),
+      {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_lcall2, .n_tool_calls = 1},
+      {.role = FC_CHAT_TOOL, .content = "plain result", .tool_call_id = "x"}, TMSG(ASSISTANT, "Done."), TMSG(USER, "thanks")},
+     7, FC_CHAT_ADD_GENERATION_PROMPT, 2},
+    /* calls without tools in the request: the dated header, no tool instructions */
+    {{TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_lcall, .n_tool_calls = 1}}, 2, 0, 0},
+    /* the tools go into the first message after the system one, whatever its role */
+    {{TMSG(SYSTEM, "s"), TMSG(ASSISTANT, "first"), TMSG(USER, "then")}, 3, 0, 1},
+};
+
+Test(llm_chat, llama3_tools_match_jinja2) {
+    static const jinja_ref r = {FC_CHAT_TEMPLATE_LLAMA3, LLAMA31_FIXTURE, 1, "<|eot_id|>"};
+    compare_with_jinja2_ref(&r, k_lconvos, sizeof k_lconvos / sizeof k_lconvos[0], k_tools, "lout");
+}
+
+Test(llm_chat, llama3_tools_refused_where_the_template_raises) {
+    const fc_chat_message two[] = {TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_calls2, .n_tool_calls = 2}};
+    const fc_chat_message only_system[] = {TMSG(SYSTEM, "s")};
+    const fc_chat_render_options o = {.tools = k_tools, .n_tools = 1};
+    char *out = NULL;
+    cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_LLAMA3, two, 2, &o, &out, NULL), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "message 1 makes 2 tool calls"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_LLAMA3, only_system, 1, &o, &out, NULL), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "tools need a message after the system one"), "%s", fc_ctx_error(ctx));
+    cr_expect_null(out);
 }
 
 Test(llm_chat, tools_refused_when_malformed) {
@@ -1805,4 +1867,75 @@ Test(llm_chat, cli_run_stop_and_options) {
     snprintf(cmd, sizeof cmd, "'%s' chat '%s' --top-k 4x 2>&1", cli(), path);
     cr_expect_eq(fct_run(cmd, out2, sizeof out2), 2);
     cr_expect(strstr(out2, "--top-k '4x'"), "%s", out2);
+}
+
+/* ---- a family's call syntax: renderer, grammar and parser agree -------------------------- */
+
+/* The call text a family's renderer writes for a past call (the assistant
+ * turn's bytes between its header and its end) is what the tools grammar
+ * accepts and what the parser reads back: for Hermes (several calls) and
+ * Llama 3 JSON (one call a reply, so a second is refused by the grammar and
+ * text to the parser). */
+Test(llm_chat, tool_syntax_renderer_grammar_and_parser_agree) {
+    static const struct {
+        fc_chat_template t;
+        vocab_kind v;
+        const char *head, *end; /* the assistant turn's header and end in the rendering */
+    } fams[] = {
+        {FC_CHAT_TEMPLATE_QWEN3, VK_QWEN, "<|im_start|>assistant\n", "<|im_end|>"},
+        {FC_CHAT_TEMPLATE_LLAMA3, VK_LLAMA3, "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+    };
+    const fc_chat_tool_call call[] = {{.id = "c1", .name = "get_weather", .arguments = "{\"city\": \"Paris\", \"days\": 3}"}};
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        char path[512];
+        fc_tokenizer *tk = vocab(fams[f].v, path, sizeof path);
+        const fc_chat_message m[] = {TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = call, .n_tool_calls = 1}};
+        const fc_chat_render_options ro = {.tools = k_tools, .n_tools = 1};
+        char *r = NULL;
+        cr_assert_eq(fc_chat_render_ex(ctx, fams[f].t, m, 2, &ro, &r, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+        const char *a = strstr(r, fams[f].head);
+        cr_assert_not_null(a, "%s", r);
+        a += strlen(fams[f].head);
+        if (!strncmp(a, "<think>", 7)) a = strstr(a, "</think>\n\n") + 10; /* Qwen3's (empty) reasoning block */
+        const char *z = strstr(a, fams[f].end);
+        cr_assert_not_null(z);
+        const size_t n = (size_t)(z - a);
+        /* the parse: one call, its name and arguments, no text */
+        fc_chat_tool_reply rep;
+        cr_assert_eq(fc_chat_parse_tool_calls(ctx, fams[f].t, a, n, &rep), FC_OK);
+        cr_expect_eq(rep.n_calls, 1, "%s: %.*s", fc_chat_template_name(fams[f].t), (int)n, a);
+        cr_expect_str_eq(rep.content, "");
+        if (rep.n_calls) {
+            cr_expect_str_eq(rep.calls[0].name, "get_weather");
+            cr_expect_str_eq(rep.calls[0].arguments, "{\"city\": \"Paris\", \"days\": 3}");
+        }
+        fc_chat_tool_reply_free(&rep);
+        /* the grammar: required accepts exactly that text and is complete after it; auto waits for the
+         * syntax's opening text */
+        for (int choice = 0; choice < 2; choice++) {
+            const fc_chat_tool_grammar_options go = {.choice = choice ? FC_CHAT_TOOL_CHOICE_REQUIRED : FC_CHAT_TOOL_CHOICE_AUTO};
+            const char *trigger = NULL;
+            fc_grammar *g = fc_chat_tools_grammar(ctx, fams[f].t, k_tools, 1, &go, &trigger);
+            cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
+            const fc_chat_tool_syntax *syn = fc_chat_template_tool_syntax(fams[f].t);
+            cr_assert_not_null(syn);
+            if (choice) cr_expect_null(trigger);
+            else cr_expect(trigger && !strcmp(trigger, syn->open), "auto's trigger is the syntax's open");
+            fc_grammar_matcher *gm = fc_grammar_matcher_new(ctx, g, tk, NULL, 0);
+            cr_assert_not_null(gm, "%s", fc_ctx_error(ctx));
+            cr_expect_eq(fc_grammar_matcher_accept_bytes(gm, a, n), FC_OK, "%s: %s", fc_chat_template_name(fams[f].t),
+                         fc_ctx_error(ctx));
+            cr_expect(fc_grammar_matcher_complete(gm));
+            /* a second call after a newline: Hermes takes it, Llama 3 (one call a reply) does not */
+            fc_ctx_clear_error(ctx);
+            const fc_status second = fc_grammar_matcher_accept_bytes(gm, "\n", 1) == FC_OK
+                                         ? fc_grammar_matcher_accept_bytes(gm, a, n) : FC_ERR_INVALID_ARG;
+            cr_expect_eq(second == FC_OK, syn->max_calls != 1, "%s: a second call", fc_chat_template_name(fams[f].t));
+            fc_ctx_clear_error(ctx);
+            fc_grammar_matcher_free(gm);
+            fc_grammar_free(g);
+        }
+        free(r);
+        fc_tokenizer_free(tk);
+    }
 }

@@ -878,6 +878,50 @@ test('tools: forced calls (required, named), streamed deltas == plain, a tool re
   await stopServer(srv);
 });
 
+test('tools in Llama 3 JSON ({"name", "parameters"}): forced calls, one a reply, streamed == plain, an ipython follow-up', async () => {
+  const llama = makeModel(path.join(tmp, 'llama.gguf'), ['--arch', 'llama']);
+  const srv = await startServer('llama-tools', llama, ['-np', '1', '-c', '2048', '-t', '1']);
+  const cl = client(srv);
+  const id = (await cl.models.list()).data[0].id;
+  // parallel calls asked for: the family writes one call a reply, so one comes back
+  const base = { model: id, temperature: 100, max_tokens: 300, cache_prompt: false, parallel_tool_calls: true };
+  const msgs = chatMsgs('What is the weather in Rome?');
+  for (let seed = 1; seed <= 3; seed++) {
+    const r = await cl.chat.completions.create({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.message.content, null);
+    const call = c.message.tool_calls[0];
+    if (call.function.name === 'get_weather') weatherArgs(call.function.arguments, `llama seed ${seed}`);
+    else assert.deepEqual(JSON.parse(call.function.arguments), {}, `llama seed ${seed}`);
+    const fin = await cl.chat.completions.stream({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' })
+      .finalChatCompletion();
+    assert.equal(fin.choices[0].finish_reason, 'tool_calls');
+    assert.deepEqual(fin.choices[0].message.tool_calls.map((t) => [t.function.name, t.function.arguments]),
+      [[call.function.name, call.function.arguments]], `llama seed ${seed}: streamed != plain`);
+  }
+  const named = await cl.chat.completions.create({
+    ...base, seed: 4, messages: msgs, tools: [WEATHER, PING], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+  });
+  const call = named.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  weatherArgs(call.function.arguments, 'llama named');
+  // the call and its result rendered back (an ipython turn): the conversation runs
+  const follow = await cl.chat.completions.create({
+    ...base, seed: 2, max_tokens: 8, tools: [WEATHER],
+    messages: [...msgs, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
+  });
+  assert.ok(['stop', 'length', 'tool_calls'].includes(follow.choices[0].finish_reason));
+  // two calls in one assistant message: the family's template cannot render them
+  const two = await req(srv, 'POST', '/v1/chat/completions', {
+    model: id, max_tokens: 2, tools: [WEATHER],
+    messages: [...msgs, { role: 'assistant', content: null, tool_calls: [call, { ...call, id: 'call_2' }] }, { role: 'tool', tool_call_id: call.id, content: 'x' }],
+  });
+  assertError(two, 400, { mentions: [/one call a message/] }, 'two calls in a llama3 message');
+  await stopServer(srv);
+});
+
 test('Anthropic Messages (@anthropic-ai/sdk): create and stream, text and tool_use, stop sequences, errors', async () => {
   const srv = await startServer('messages', model, ['-np', '2', '-c', '2048', '-t', '1']);
   const an = new Anthropic({ baseURL: srv.base, apiKey: 'unused', maxRetries: 0 });

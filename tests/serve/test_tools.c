@@ -74,6 +74,7 @@ Test(serve_tools, hermes_stream_equals_the_whole_parse) {
                                   "\"n\": [1, {\"x\": [2]}]}}\n</tool_call>");
     check(FC_CHAT_TEMPLATE_CHATML, "no calls at all, but a < and <tool and \n\n newlines\n");
     check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>\nthen text after");
+    check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n\nthen\n\ntext\n");
     check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>not a call</tool_call> and text");
     check(FC_CHAT_TEMPLATE_QWEN3, "a<tool_call>junk</tool_call>\n<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>");
     check(FC_CHAT_TEMPLATE_QWEN3, "");
@@ -84,8 +85,23 @@ Test(serve_tools, hermes_stream_equals_the_whole_parse) {
     check(FC_CHAT_TEMPLATE_QWEN3, "<tool_call>\n{\"name\": \"f\", \"arg");
 }
 
+Test(serve_tools, llama3_stream_equals_the_whole_parse) {
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Rome\", \"days\": 3}}");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "Let me look.\n{\"name\": \"a-1\", \"parameters\": {\"s\": \"} {\\\"name\\\": \\\"x\\\"\", "
+                                   "\"n\": [1, {\"x\": [2]}]}}");
+    /* one call a reply: a second one is text */
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"parameters\": {}}\n{\"name\": \"g\", \"parameters\": {}}");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"parameters\": {\"x\": 1}} and text after");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "braces {} and {\"name\" and {\"name\": \"\" are text");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"arguments\": {}}");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "");
+    /* cut short by max_tokens or a stop sequence */
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"parameters\": {\"a\": [1, {\"b\"");
+    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"param");
+}
+
 Test(serve_tools, generic_stream_equals_the_whole_parse) {
-    check(FC_CHAT_TEMPLATE_LLAMA3, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": \"g\", "
+    check(FC_CHAT_TEMPLATE_MISTRAL_V7, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": \"g\", "
                                    "\"arguments\": {}}]}");
     check(FC_CHAT_TEMPLATE_GEMMA, "{\"response\": \"just text \\u00e9\"}");
     check(FC_CHAT_TEMPLATE_PHI3, "not JSON at all");
