@@ -256,6 +256,35 @@ typedef struct fc_llm_batch_entry {
 FC_API fc_status fc_llm_session_eval_batch(fc_ctx *ctx, fc_llm_session *s, const fc_llm_batch_entry *b, size_t n,
                                            float *logits);
 
+/* ---- session state files (src/llm/session_file.c) ----
+ * A session's state: every sequence's position and its K/V cache rows in
+ * the cache's own encoding (so a restored session continues with the same
+ * bits as one never saved), the tokens sequence 0 evaluated, and the model's
+ * identity (architecture, geometry, a hash of its weights and LoRA
+ * adapters) and the KV type, which a load must match. */
+
+/* Write s's state to path atomically (a temporary file renamed over it: a
+ * reader sees the old file or the whole new one). tokens are sequence 0's,
+ * n_tokens = its position (fc_llm_session_pos). FC_ERR_INVALID_ARG for a
+ * count that differs or a token out of range, FC_ERR_IO naming the path. */
+FC_API fc_status fc_llm_session_save(fc_ctx *ctx, const fc_llm_session *s, const char *path, const fc_token *tokens,
+                                     size_t n_tokens);
+/* Replace s's state with the file's. s must be a session of the same model
+ * (with the same adapters), KV type and n_seq, with room for the saved
+ * positions (its n_ctx may differ). tokens (may be NULL, with n_tokens)
+ * receives a copy of sequence 0's tokens (free with fc_tokens_free). A file
+ * that is missing, not a state file, of another version, model, geometry or
+ * KV type, truncated or corrupted is an error naming the file and the
+ * reason, and s is left as it was. */
+FC_API fc_status fc_llm_session_load(fc_ctx *ctx, fc_llm_session *s, const char *path, fc_token **tokens,
+                                     size_t *n_tokens);
+/* fc_llm_session_load keeping of sequence 0 only the longest common prefix
+ * of its tokens and prompt[0..n_prompt) (a prompt cache: evaluate the rest);
+ * *n_reused (may be NULL) = that prefix's length, which may be 0. The saved
+ * sequence 0 may be longer than s's cache. */
+FC_API fc_status fc_llm_session_load_prefix(fc_ctx *ctx, fc_llm_session *s, const char *path, const fc_token *prompt,
+                                            size_t n_prompt, size_t *n_reused);
+
 #ifdef __cplusplus
 }
 #endif
