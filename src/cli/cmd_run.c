@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
+#include "cli/prompt_cache.h"
 #include "fucina/chat.h"
 #include "fucina/fucina.h"
 #include "fucina/llm.h"
@@ -27,6 +28,7 @@ static void help(FILE *f) {
             "                  [--frequency-penalty F] [--repeat-last-n N] [-s S] [-t N] [-c N]\n"
             "                  [-ctk f16|q8_0|f32] [--mmap | --no-mmap] [--stop STR]... [-r STR]...\n"
             "                  [--no-display-prompt] [--verbose-prompt] [--logits-out FILE]\n"
+            "                  [--prompt-cache FILE [--prompt-cache-ro]]\n"
             "                  [--grammar GBNF | --grammar-file F | -j SCHEMA | -jf F]\n"
             "                  [--lora FILE]... [--lora-scaled FILE SCALE]...\n\n"
             "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
@@ -45,6 +47,10 @@ static void help(FILE *f) {
             "  --verbose-prompt     print the prompt's tokens on stderr (id -> 'piece', as llama-cli)\n"
             "  --logits-out FILE    write n_prompt_tokens x n_vocab float32 little-endian logits,\n"
             "                       one row per prompt position (with an f32 KV cache)\n"
+            "  --prompt-cache FILE  reuse the prompt's longest common token prefix with the session\n"
+            "                       state in FILE (same model and -ctk; stderr says how many tokens),\n"
+            "                       evaluate the rest, then save the state after the prompt to FILE\n"
+            "  --prompt-cache-ro    ... but never write FILE\n"
             "%s"
             "  (-n defaults to 16; -c to the prompt's tokens + N, at most the model's context; with\n"
             "  -n -1 to min(4096, the model's context))\n"
@@ -100,6 +106,7 @@ int fc_cmd_run(int argc, char **argv) {
     char *shown = calloc((size_t)argc, 1);                  /* stop[i] is a -r string, printed */
     size_t n_stop = 0;
     int display_prompt = 1, verbose_prompt = 0;
+    fc_cli_prompt_cache pc = {0};
     const double t_start = fc_cli_now_ms();
     if (!stop || !shown) {
         free(shown);
@@ -117,6 +124,8 @@ int fc_cmd_run(int argc, char **argv) {
             free(stop);
             return 0;
         } else if ((r = fc_cli_gen_arg("run", argc, argv, &i, &g)) != 0) {
+            if (r < 0) goto usage;
+        } else if ((r = fc_cli_prompt_cache_arg("run", argc, argv, &i, &pc)) != 0) {
             if (r < 0) goto usage;
         } else if (!strcmp(a, "--no-display-prompt")) {
             display_prompt = 0;
@@ -151,6 +160,7 @@ int fc_cmd_run(int argc, char **argv) {
                 !path ? "no MODEL.gguf given" : "give one of -p TEXT or -f FILE");
         goto usage;
     }
+    if (fc_cli_prompt_cache_check("run", &pc, path, logits_out)) goto usage;
     if (logits_out) {
         /* writing the logits onto the model being run would replace it (and
          * with --mmap pull the mapped pages from under the forward pass) */
@@ -250,7 +260,7 @@ int fc_cmd_run(int argc, char **argv) {
     /* every row's logits only when they are written out */
     const fc_llm_logits which = logits_out ? FC_LLM_LOGITS_ALL : FC_LLM_LOGITS_LAST;
     const double t_prompt = fc_cli_now_ms();
-    if (fc_llm_session_eval_ex(ctx, s, toks, nt, which, logits) != FC_OK) goto fail;
+    if (fc_cli_prompt_cache_prefill(ctx, "run", &pc, s, toks, nt, which, logits) != FC_OK) goto fail;
     const double prompt_ms = fc_cli_now_ms() - t_prompt;
     if (logits_out) {
         /* temporary + rename: a reader never sees a torn file, a failure
