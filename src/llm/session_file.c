@@ -325,8 +325,15 @@ static fc_status check_file(fc_ctx *ctx, const fc_llm_session *s, const char *pa
         return refuse(ctx, FC_ERR_FORMAT, path, "truncated: %zu bytes, shorter than its positions", n);
     *pos = b + at;
     int64_t total = 0;
+    /* every position holds 2 rows per layer: more than the file's bytes can hold is a cut file
+     * (or a forged count), and the size sums below cannot overflow */
+    const uint64_t per_pos = 2 * (uint64_t)row_bytes(&s->kv) * (uint64_t)s->kv.n_layer;
     for (int64_t q = 0; q < s->n_seq; q++) {
         const int64_t p = get_i64(b + at + 8 * q);
+        if (p > 0 && (uint64_t)p > n / per_pos)
+            return refuse(ctx, FC_ERR_FORMAT, path,
+                          "truncated: %zu bytes cannot hold the %lld positions of sequence %lld", n, (long long)p,
+                          (long long)q);
         /* a prefix load keeps of sequence 0 only what the prompt shares, which fits */
         if (p < 0 || (p > s->n_ctx && !(prefix && q == 0)))
             return refuse(ctx, FC_ERR_INVALID_ARG, path,

@@ -314,6 +314,19 @@ Test(llm_state, refusals)
     refused(s, write_bytes("long.bin", c, len + 16), "trailing bytes", ref, next, nv);
     memcpy(c, b, len), c[len - 100] ^= 0x40;
     refused(s, write_bytes("flip.bin", c, len), "checksum", ref, next, nv);
+    /* any one changed byte, header or rows, is refused (and nothing crashes) */
+    uint64_t r = 12345;
+    for (int k = 0; k < 300; k++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        const size_t at = k < 150 ? (size_t)(r >> 33) % 200 : (size_t)(r >> 33) % len;
+        memcpy(c, b, len);
+        c[at] ^= (unsigned char)(1 + (r >> 20) % 255);
+        const char *mp = write_bytes("mut.bin", c, len);
+        cr_assert_neq(fc_llm_session_load(ctx, s, mp, NULL, NULL), FC_OK, "byte %zu changed, still loaded", at);
+        cr_assert(strstr(fc_ctx_error(ctx), "mut.bin"), "%s", fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+    }
+    cr_assert_eq(fc_llm_session_pos(s), 3);
     /* other models, KV types and geometries */
     fc_llm_session *o = session(other, FC_F16, 64, 1);
     cr_assert_eq(fc_llm_session_eval_ex(ctx, o, p, n, FC_LLM_LOGITS_NONE, NULL), FC_OK);
@@ -357,4 +370,67 @@ Test(llm_state, refusals)
     fc_llm_model_free(m);
     fc_llm_model_free(other);
     fc_llm_model_free(fam);
+}
+
+/* A LoRA adapter on blk.0.attn_v (rank 4, f32): a cache computed with it is
+ * another model's for the base alone or another scale. */
+static void write_adapter(const char *path, const char *base)
+{
+    fc_gguf *g = fc_gguf_open(ctx, base, 0);
+    cr_assert_not_null(g, "%s", fc_ctx_error(ctx));
+    const char *arch;
+    cr_assert_eq(fc_gguf_get_str(g, "general.architecture", &arch, NULL), FC_OK);
+    const int64_t ti = fc_gguf_find_tensor(g, "blk.0.attn_v.weight");
+    fc_gguf_tensor_info info;
+    cr_assert(ti >= 0 && fc_gguf_tensor_info_at(g, ti, &info));
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    cr_assert_eq(fc_gguf_set_str(w, "general.architecture", arch), FC_OK);
+    cr_assert_eq(fc_gguf_set_str(w, "general.type", "adapter"), FC_OK);
+    cr_assert_eq(fc_gguf_set_str(w, "adapter.type", "lora"), FC_OK);
+    const int64_t n_in = info.ne[0], n_out = info.ne[1], r = 4;
+    fc_tensor *a = fc_rand_normal(ctx, FC_F32, FC_SHAPE({"r", r}, {"c", n_in}), 1, 0, 0.2);
+    fc_tensor *b = fc_rand_normal(ctx, FC_F32, FC_SHAPE({"r", n_out}, {"c", r}), 2, 0, 0.2);
+    cr_assert(a && b, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_gguf_writer_add_tensor(w, "blk.0.attn_v.weight.lora_a", a), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_gguf_writer_add_tensor(w, "blk.0.attn_v.weight.lora_b", b), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_gguf_writer_save(w, path), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_release(a);
+    fc_release(b);
+    fc_gguf_writer_free(w);
+    fc_gguf_close(g);
+}
+
+Test(llm_state, lora_adapters_are_part_of_the_model)
+{
+    const char *base = make("qwen3", "lb.gguf", 7, FC_F32);
+    char ap[512];
+    snprintf(ap, sizeof ap, "%s", path_in("a.gguf"));
+    write_adapter(ap, base);
+    fc_llm_model *m = load_model(base);
+    fc_llm_lora *ad = fc_llm_lora_load(ctx, m, ap);
+    cr_assert_not_null(ad, "%s", fc_ctx_error(ctx));
+    size_t n;
+    fc_token *p = tokens(m, k_prompt, &n);
+    const float one = 1.0f, half = 0.5f;
+    cr_assert_eq(fc_llm_model_set_loras(ctx, m, &ad, &one, 1), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_llm_session *a = session(m, FC_F16, 64, 1);
+    cr_assert_eq(fc_llm_session_eval_ex(ctx, a, p, n, FC_LLM_LOGITS_NONE, NULL), FC_OK);
+    char file[512];
+    snprintf(file, sizeof file, "%s", path_in("lora.bin"));
+    cr_assert_eq(fc_llm_session_save(ctx, a, file, p, n), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_llm_session *b = session(m, FC_F16, 64, 1);
+    cr_assert_eq(fc_llm_session_load(ctx, b, file, NULL, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_llm_model_set_loras(ctx, m, &ad, &half, 1), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_llm_session_load(ctx, b, file, NULL, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "another model"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_assert_eq(fc_llm_model_set_loras(ctx, m, NULL, NULL, 0), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_llm_session_load(ctx, b, file, NULL, NULL), FC_ERR_INVALID_ARG);
+    cr_assert(strstr(fc_ctx_error(ctx), "LoRA adapters differ"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    fc_llm_session_free(a);
+    fc_llm_session_free(b);
+    fc_tokens_free(p);
+    fc_llm_model_free(m);
+    fc_llm_lora_free(ad);
 }
