@@ -13,7 +13,13 @@
  * state instead: the same cache contents, also untimed). Each test runs once untimed (the warm-up: pages of the mapped
  * weights, the thread pool, the allocator's pool) and then -r times; t/s is
  * the mean and sample stddev of (N / seconds) over those repetitions. The
- * llama.cpp side of a comparison is `fucina-bench llm` (bench/llm.c). */
+ * llama.cpp side of a comparison is `fucina-bench llm` (bench/llm.c).
+ *
+ * Every list flag (-p, -n, -d, -t, -b, -ub, -fa) takes comma lists and
+ * ranges and appends when repeated; the runs are llama-bench's cross product
+ * in its order (-b, -ub, -fa, -t, -d outermost to innermost, then per
+ * instance its pp, tg and pg tests), so the records line up with
+ * llama-bench's for the same command line. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
@@ -25,12 +31,14 @@
 
 #include "cli/cli.h"
 #include "cli/progress.h"
+#include "fc_build_commit.h" /* FC_BUILD_COMMIT, FC_BUILD_NUMBER: cmake/build_commit.cmake */
 #include "fucina/fucina.h"
 #include "fucina/gguf.h"
 #include "fucina/llm.h"
 
 #define MAX_LIST 64
 #define MAX_REPS 1000
+#define MAX_RUNS 100000 /* test instances of one command line (the cross product) */
 
 typedef struct int_list {
     int v[MAX_LIST];
@@ -43,17 +51,22 @@ typedef struct pg_list {
     int n;
 } pg_list;
 
-typedef enum out_fmt { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL } out_fmt;
+typedef enum out_fmt { OUT_MD, OUT_CSV, OUT_JSON, OUT_JSONL, OUT_SQL } out_fmt;
 
 typedef struct bopts {
     const char *path;
+    /* each list starts as its default; the first flag replaces it, later ones append */
     int_list prompts, gens, threads;
     pg_list pgs;     /* -pg, default none */
-    int_list depths; /* -d, default {0}; repeated -d flags append, as llama-bench's */
+    int_list depths; /* -d, default {0} */
+    int_list batches, ubatches; /* -b, -ub; default {0}: each prompt and depth fill in one evaluation */
+    int_list fas;               /* -fa, default {0}: recorded only (one attention implementation) */
+    int set_p, set_n, set_t, set_d, set_b, set_ub, set_fa;
     long reps, n_ctx, delay, mmap;
     out_fmt fmt;
     fc_dtype kv;
     int kv_set; /* -ctk given: the md table shows the type column */
+    int verbose, progress, no_warmup;
 } bopts;
 
 typedef struct model_info {
@@ -66,8 +79,9 @@ static void help(FILE *f)
 {
     fprintf(f,
             "usage: fucina bench MODEL.gguf [-m MODEL.gguf] [-p LIST] [-n LIST] [-pg P,G]... [-d LIST]\n"
-            "                    [-t LIST] [-r N] [-o md|csv|json|jsonl] [--ctx N] [-ctk f16|q8_0|f32]\n"
-            "                    [--delay S] [-mmp 0|1]\n\n"
+            "                    [-t LIST] [-b LIST] [-ub LIST] [-fa LIST] [-r N] [-o md|csv|json|jsonl|sql]\n"
+            "                    [--ctx N] [-ctk f16|q8_0|f32] [--delay S] [-mmp 0|1] [--progress]\n"
+            "                    [--no-warmup] [-v]\n\n"
             "Prefill and decode speed, as llama-bench measures them (same flags, test names and\n"
             "output fields). Each prompt length P gives a test ppP: P random tokens evaluated from\n"
             "an empty cache (logits of the last row); each generation length N a test tgN: N tokens\n"
@@ -75,23 +89,34 @@ static void help(FILE *f)
             "row, timed together (t/s = (P + G) / time). With -d D every test starts from a cache\n"
             "holding D tokens (their evaluation is not timed; the test is named 'ppP @ dD'). One\n"
             "untimed warm-up run per test, then -r timed ones; t/s = mean ± sample stddev of\n"
-            "tokens/second over them.\n\n"
+            "tokens/second over them. Every LIST flag can be repeated (the values add up); the runs\n"
+            "are the cross product of -b, -ub, -fa, -t and -d, in llama-bench's order.\n\n"
             "  -m, --model FILE           the model (or as the first positional argument)\n"
             "  -p, --n-prompt LIST        prompt lengths (default 512; 0 = no pp test)\n"
             "  -n, --n-gen LIST           generated tokens (default 128; 0 = no tg test)\n"
             "  -pg P,G                    a prompt of P tokens then G generated (repeatable; default none)\n"
-            "  -d, --n-depth LIST         tokens already in the KV cache before each test (default 0;\n"
-            "                             repeatable: the lists add up; every test runs at every depth)\n"
+            "  -d, --n-depth LIST         tokens already in the KV cache before each test (default 0)\n"
             "  -t, --threads LIST         threads (default: FUCINA_THREADS, else the usable cores)\n"
+            "  -b, --batch-size LIST      evaluate prompts and depth fills in chunks of this many tokens\n"
+            "                             (default: each in one evaluation, recorded as its length)\n"
+            "  -ub, --ubatch-size LIST    ... at most this many per evaluation (the chunk is min(b, ub):\n"
+            "                             an evaluation is not split further here)\n"
+            "  -fa, --flash-attn LIST     0|1, recorded as flash_attn and nothing else: Fucina has one\n"
+            "                             attention, fused (no KQ matrix is formed), whatever -fa says\n"
             "  -r, --repetitions N        timed runs per test (default 5)\n"
-            "  -o, --output FORMAT        md (default), csv, json or jsonl, on stdout\n"
+            "  -o, --output FORMAT        md (default), csv, json, jsonl or sql (llama-bench's table\n"
+            "                             llama_bench: CREATE TABLE IF NOT EXISTS + INSERTs), on stdout\n"
             "  -c, --ctx N                KV cache positions (default: each test's depth + P + N)\n"
             "  -ctk, --cache-type-k TYPE  KV cache type: f16 (default), q8_0 or f32 (one type for K\n"
             "                             and V; -ctv is accepted if equal)\n"
             "  --delay S                  seconds to sleep before each test (default 0)\n"
             "  -mmp, --mmap 0|1           1: map the file; 0 (default): read it into 2 MiB pages\n"
+            "  --progress                 report each test's steps on stderr\n"
+            "  --no-warmup                no untimed run before the timed ones\n"
+            "  -v, --verbose              each model load and each run's time on stderr\n"
             "LIST: comma-separated integers and ranges FIRST-LAST, FIRST-LAST+STEP, FIRST-LAST*MULT\n"
-            "(e.g. -p 1,4,16 or -p 16-512*2). Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
+            "(e.g. -p 1,4,16 or -p 16-512*2). build_commit is the git commit this binary was built\n"
+            "from ('unknown' outside a git checkout). Exit status: 0 done, 1 failure, 2 bad usage.\n");
 }
 
 /* ---- flags ------------------------------------------------------------------------ */
@@ -199,12 +224,25 @@ static const char *kv_name(fc_dtype t)
     return t == FC_F32 ? "f32" : t == FC_Q8_0 ? "q8_0" : "f16";
 }
 
+/* A LIST flag: the first one replaces the default, later ones append (as
+ * llama-bench's: -p 4 -p 8 is -p 4,8). */
+static int append_list(const char *flag, const char *v, long lo, long hi, int_list *l, int *set)
+{
+    int_list add;
+    if (!parse_list(flag, v, lo, hi, &add)) return 0;
+    if (!*set) l->n = 0;
+    *set = 1;
+    for (int k = 0; k < add.n; k++)
+        if (!list_push(flag, l, add.v[k])) return 0;
+    return 1;
+}
+
 /* 1 parsed, 0 --help, -1 bad usage (message printed). */
 static int parse(int argc, char **argv, bopts *o)
 {
-    *o = (bopts){.prompts = {{512}, 1}, .gens = {{128}, 1}, .threads = {{0}, 1}, .depths = {{0}, 1}, .reps = 5,
-                 .kv = FC_F16};
-    int have_ctv = 0, have_depth = 0;
+    *o = (bopts){.prompts = {{512}, 1}, .gens = {{128}, 1}, .threads = {{0}, 1}, .depths = {{0}, 1},
+                 .batches = {{0}, 1}, .ubatches = {{0}, 1}, .fas = {{0}, 1}, .reps = 5, .kv = FC_F16};
+    int have_ctv = 0;
     fc_dtype ctv = FC_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -220,6 +258,19 @@ static int parse(int argc, char **argv, bopts *o)
             o->path = a;
             continue;
         }
+        /* the switches */
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = 1;
+            continue;
+        }
+        if (!strcmp(a, "--progress")) {
+            o->progress = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-warmup")) {
+            o->no_warmup = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "fucina bench: %s needs a value (see --help)\n", a);
             return -1;
@@ -233,20 +284,21 @@ static int parse(int argc, char **argv, bopts *o)
             }
             o->path = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!parse_list(a, v, 0, 1 << 20, &o->prompts)) return -1;
+            if (!append_list(a, v, 0, 1 << 20, &o->prompts, &o->set_p)) return -1;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!parse_list(a, v, 0, 1 << 20, &o->gens)) return -1;
+            if (!append_list(a, v, 0, 1 << 20, &o->gens, &o->set_n)) return -1;
         } else if (!strcmp(a, "-pg")) {
             if (!parse_pg(a, v, &o->pgs)) return -1;
         } else if (!strcmp(a, "-d") || !strcmp(a, "--n-depth")) {
-            int_list d;
-            if (!parse_list(a, v, 0, 1 << 20, &d)) return -1;
-            if (!have_depth) o->depths.n = 0; /* the first -d replaces the default 0 */
-            have_depth = 1;
-            for (int k = 0; k < d.n; k++)
-                if (!list_push(a, &o->depths, d.v[k])) return -1;
+            if (!append_list(a, v, 0, 1 << 20, &o->depths, &o->set_d)) return -1;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_list(a, v, 1, 1024, &o->threads)) return -1;
+            if (!append_list(a, v, 1, 1024, &o->threads, &o->set_t)) return -1;
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            if (!append_list(a, v, 1, 1 << 20, &o->batches, &o->set_b)) return -1;
+        } else if (!strcmp(a, "-ub") || !strcmp(a, "--ubatch-size")) {
+            if (!append_list(a, v, 1, 1 << 20, &o->ubatches, &o->set_ub)) return -1;
+        } else if (!strcmp(a, "-fa") || !strcmp(a, "--flash-attn")) {
+            if (!append_list(a, v, 0, 1, &o->fas, &o->set_fa)) return -1;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
             if (!parse_long(a, v, 1, MAX_REPS, &o->reps)) return -1;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
@@ -267,8 +319,9 @@ static int parse(int argc, char **argv, bopts *o)
             else if (!strcmp(v, "csv")) o->fmt = OUT_CSV;
             else if (!strcmp(v, "json")) o->fmt = OUT_JSON;
             else if (!strcmp(v, "jsonl")) o->fmt = OUT_JSONL;
+            else if (!strcmp(v, "sql")) o->fmt = OUT_SQL;
             else {
-                fprintf(stderr, "fucina bench: %s: '%s' is not md, csv, json or jsonl\n", a, v);
+                fprintf(stderr, "fucina bench: %s: '%s' is not md, csv, json, jsonl or sql\n", a, v);
                 return -1;
             }
         } else {
@@ -293,6 +346,13 @@ static int parse(int argc, char **argv, bopts *o)
     if (o->n_ctx && o->n_ctx < need + depth) {
         fprintf(stderr, "fucina bench: --ctx %ld is smaller than the longest test (%ld tokens%s)\n", o->n_ctx,
                 need + depth, depth ? " with its depth" : "");
+        return -1;
+    }
+    const double runs = (double)o->batches.n * o->ubatches.n * o->fas.n * o->threads.n * o->depths.n *
+                        (o->prompts.n + o->gens.n + o->pgs.n);
+    if (runs > MAX_RUNS) {
+        fprintf(stderr, "fucina bench: the lists make %.0f tests, more than %d: give shorter lists\n", runs,
+                MAX_RUNS);
         return -1;
     }
     return 1;
@@ -363,12 +423,34 @@ static uint64_t now_ns(void)
 
 typedef struct btest {
     int n_prompt, n_gen, n_depth, threads;
+    int n_batch, n_ubatch; /* -b / -ub as given; 0: not given */
+    int fa;                /* -fa as given */
     uint64_t samples_ns[MAX_REPS];
     double samples_ts[MAX_REPS];
     int n;
     double avg_ns, stddev_ns, avg_ts, stddev_ts;
     char time[32];
 } btest;
+
+/* The tokens one evaluation takes: min(-b, -ub) of those given, 0 = all. */
+static int chunk_of(const btest *t)
+{
+    if (t->n_batch && t->n_ubatch) return t->n_batch < t->n_ubatch ? t->n_batch : t->n_ubatch;
+    return t->n_batch ? t->n_batch : t->n_ubatch;
+}
+
+/* The recorded n_batch / n_ubatch: as given, else the largest single
+ * evaluation (a prompt or a depth fill: max(P, D, 1)), which is what ran. */
+static int rec_batch(const btest *t)
+{
+    if (t->n_batch) return t->n_batch;
+    return t->n_prompt > t->n_depth ? t->n_prompt : t->n_depth > 0 ? t->n_depth : 1;
+}
+
+static int rec_ubatch(const btest *t)
+{
+    return t->n_ubatch ? t->n_ubatch : rec_batch(t);
+}
 
 /* llama-bench's avg and stdev (sample stddev, n - 1). */
 static void stats(const double *v, int n, double *avg, double *sd)
@@ -385,15 +467,28 @@ static uint64_t rng_next(uint64_t *s)
     return *s;
 }
 
+/* n random tokens evaluated in evaluations of chunk tokens (0: one), logits
+ * of each one's last row (llama-bench's test_prompt, one decode per
+ * n_batch); 0 on failure (error in ctx). */
+static int eval_random(fc_ctx *ctx, fc_llm_session *s, int n, int chunk, int64_t n_vocab, fc_token *toks,
+                       float *logits, uint64_t *seed)
+{
+    for (int i = 0; i < n; i++) toks[i] = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
+    const int step = chunk > 0 ? chunk : n;
+    for (int at = 0; at < n; at += step) {
+        const int len = n - at < step ? n - at : step;
+        if (fc_llm_session_eval_ex(ctx, s, toks + at, (size_t)len, FC_LLM_LOGITS_LAST, logits) != FC_OK) return 0;
+    }
+    return 1;
+}
+
 /* Fill the cache with t->n_depth random tokens (untimed, once per test);
  * 0 on failure (error in ctx). */
 static int fill_depth(fc_ctx *ctx, fc_llm_session *s, const btest *t, int64_t n_vocab, fc_token *toks, float *logits,
                       uint64_t *seed)
 {
     fc_llm_session_reset(s);
-    if (!t->n_depth) return 1;
-    for (int i = 0; i < t->n_depth; i++) toks[i] = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
-    return fc_llm_session_eval_ex(ctx, s, toks, (size_t)t->n_depth, FC_LLM_LOGITS_LAST, logits) == FC_OK;
+    return t->n_depth ? eval_random(ctx, s, t->n_depth, chunk_of(t), n_vocab, toks, logits, seed) : 1;
 }
 
 /* One run of the test from a cache holding the depth's tokens only (filled
@@ -403,10 +498,7 @@ static int run_once(fc_ctx *ctx, fc_llm_session *s, const btest *t, int64_t n_vo
                     uint64_t *seed)
 {
     if (fc_llm_session_truncate(ctx, s, t->n_depth) != FC_OK) return 0;
-    if (t->n_prompt) {
-        for (int i = 0; i < t->n_prompt; i++) toks[i] = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
-        if (fc_llm_session_eval_ex(ctx, s, toks, (size_t)t->n_prompt, FC_LLM_LOGITS_LAST, logits) != FC_OK) return 0;
-    }
+    if (t->n_prompt && !eval_random(ctx, s, t->n_prompt, chunk_of(t), n_vocab, toks, logits, seed)) return 0;
     for (int i = 0; i < t->n_gen; i++) {
         fc_token tok = (fc_token)(rng_next(seed) % (uint64_t)n_vocab);
         if (fc_llm_session_eval_ex(ctx, s, &tok, 1, FC_LLM_LOGITS_LAST, logits) != FC_OK) return 0;
@@ -453,61 +545,118 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+/* llama-bench's field types: how json writes a value, and the SQL column type */
+typedef enum ftype { F_STR, F_INT, F_BOOL, F_FLOAT } ftype;
+
 /* The fields, in llama-bench's order, of those that apply to a CPU runtime. */
-static const char *const csv_fields[] = {"build_commit", "build_number", "cpu_info", "gpu_info", "backends",
-                                         "model_filename", "model_type", "model_size", "model_n_params", "n_batch",
-                                         "n_ubatch", "n_threads", "type_k", "type_v", "n_gpu_layers", "flash_attn",
-                                         "n_prompt", "n_gen", "n_depth", "test_time", "avg_ns", "stddev_ns",
-                                         "avg_ts", "stddev_ts"};
+static const struct {
+    const char *name;
+    ftype type;
+} fields[] = {{"build_commit", F_STR},   {"build_number", F_INT},  {"cpu_info", F_STR},     {"gpu_info", F_STR},
+              {"backends", F_STR},       {"model_filename", F_STR}, {"model_type", F_STR},  {"model_size", F_INT},
+              {"model_n_params", F_INT}, {"n_batch", F_INT},       {"n_ubatch", F_INT},     {"n_threads", F_INT},
+              {"type_k", F_STR},         {"type_v", F_STR},        {"n_gpu_layers", F_INT}, {"flash_attn", F_BOOL},
+              {"use_mmap", F_BOOL},      {"n_prompt", F_INT},      {"n_gen", F_INT},        {"n_depth", F_INT},
+              {"test_time", F_STR},      {"avg_ns", F_INT},        {"stddev_ns", F_INT},    {"avg_ts", F_FLOAT},
+              {"stddev_ts", F_FLOAT}};
+#define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
+
+static const char *sql_type(ftype t)
+{
+    switch (t) {
+    case F_STR: return "TEXT";
+    case F_INT:
+    case F_BOOL: return "INTEGER";
+    case F_FLOAT: return "REAL";
+    }
+    return "TEXT";
+}
+
+/* The header a format prints before its first record. */
+static void print_header(out_fmt fmt)
+{
+    switch (fmt) {
+    case OUT_CSV:
+        for (int i = 0; i < N_FIELDS; i++) printf("%s%s", fields[i].name, i + 1 < N_FIELDS ? "," : "\n");
+        break;
+    case OUT_SQL: /* llama-bench's sql_printer: the table, then one INSERT per test */
+        printf("CREATE TABLE IF NOT EXISTS llama_bench (\n");
+        for (int i = 0; i < N_FIELDS; i++)
+            printf("  %s %s%s\n", fields[i].name, sql_type(fields[i].type), i + 1 < N_FIELDS ? "," : "");
+        printf(");\n\n");
+        break;
+    case OUT_MD:
+    case OUT_JSON:
+    case OUT_JSONL: break;
+    }
+}
 
 static void print_record(const bopts *o, const model_info *mi, const btest *t, fc_dtype kv, const char *cpu)
 {
-    char v[24][160];
-    /* one eval per prompt and per depth fill: the largest batch */
-    const int n_batch = t->n_prompt > t->n_depth ? t->n_prompt : t->n_depth > 0 ? t->n_depth : 1;
-    snprintf(v[0], 160, "%s", FUCINA_VERSION_STRING);
-    snprintf(v[1], 160, "0");
-    snprintf(v[2], 160, "%s", cpu);
-    snprintf(v[3], 160, "%s", "");
-    snprintf(v[4], 160, "CPU");
-    snprintf(v[5], 160, "%s", o->path);
-    snprintf(v[6], 160, "%s", mi->type);
-    snprintf(v[7], 160, "%llu", (unsigned long long)mi->size);
-    snprintf(v[8], 160, "%llu", (unsigned long long)mi->n_params);
-    snprintf(v[9], 160, "%d", n_batch);
-    snprintf(v[10], 160, "%d", n_batch);
-    snprintf(v[11], 160, "%d", t->threads);
-    snprintf(v[12], 160, "%s", kv_name(kv));
-    snprintf(v[13], 160, "%s", kv_name(kv));
-    snprintf(v[14], 160, "0");
-    snprintf(v[15], 160, "0");
-    snprintf(v[16], 160, "%d", t->n_prompt);
-    snprintf(v[17], 160, "%d", t->n_gen);
-    snprintf(v[18], 160, "%d", t->n_depth);
-    snprintf(v[19], 160, "%s", t->time);
-    snprintf(v[20], 160, "%.0f", t->avg_ns);
-    snprintf(v[21], 160, "%.0f", t->stddev_ns);
-    snprintf(v[22], 160, "%f", t->avg_ts);
-    snprintf(v[23], 160, "%f", t->stddev_ts);
-    static const int is_str[24] = {1, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0};
-    const int nf = (int)(sizeof csv_fields / sizeof csv_fields[0]);
-    if (o->fmt == OUT_CSV) {
-        for (int i = 0; i < nf; i++) {
+    char v[N_FIELDS][256];
+    snprintf(v[0], sizeof v[0], "%s", FC_BUILD_COMMIT);
+    snprintf(v[1], sizeof v[1], "%d", FC_BUILD_NUMBER);
+    snprintf(v[2], sizeof v[2], "%s", cpu);
+    snprintf(v[3], sizeof v[3], "%s", "");
+    snprintf(v[4], sizeof v[4], "CPU");
+    snprintf(v[5], sizeof v[5], "%s", o->path);
+    snprintf(v[6], sizeof v[6], "%s", mi->type);
+    snprintf(v[7], sizeof v[7], "%llu", (unsigned long long)mi->size);
+    snprintf(v[8], sizeof v[8], "%llu", (unsigned long long)mi->n_params);
+    snprintf(v[9], sizeof v[9], "%d", rec_batch(t));
+    snprintf(v[10], sizeof v[10], "%d", rec_ubatch(t));
+    snprintf(v[11], sizeof v[11], "%d", t->threads);
+    snprintf(v[12], sizeof v[12], "%s", kv_name(kv));
+    snprintf(v[13], sizeof v[13], "%s", kv_name(kv));
+    snprintf(v[14], sizeof v[14], "0");
+    snprintf(v[15], sizeof v[15], "%d", t->fa);
+    snprintf(v[16], sizeof v[16], "%d", o->mmap ? 1 : 0);
+    snprintf(v[17], sizeof v[17], "%d", t->n_prompt);
+    snprintf(v[18], sizeof v[18], "%d", t->n_gen);
+    snprintf(v[19], sizeof v[19], "%d", t->n_depth);
+    snprintf(v[20], sizeof v[20], "%s", t->time);
+    snprintf(v[21], sizeof v[21], "%.0f", t->avg_ns);
+    snprintf(v[22], sizeof v[22], "%.0f", t->stddev_ns);
+    snprintf(v[23], sizeof v[23], "%f", t->avg_ts);
+    snprintf(v[24], sizeof v[24], "%f", t->stddev_ts);
+    switch (o->fmt) {
+    case OUT_CSV: /* every value quoted, as llama-bench's */
+        for (int i = 0; i < N_FIELDS; i++) {
             putchar('"');
             for (const char *c = v[i]; *c; c++) {
                 if (*c == '"') putchar('"');
                 putchar(*c);
             }
-            printf("\"%s", i + 1 < nf ? "," : "\n");
+            printf("\"%s", i + 1 < N_FIELDS ? "," : "\n");
         }
         return;
+    case OUT_SQL: /* values quoted as llama-bench's, a quote doubled (the column types convert) */
+        printf("INSERT INTO llama_bench (");
+        for (int i = 0; i < N_FIELDS; i++) printf("%s%s", fields[i].name, i + 1 < N_FIELDS ? ", " : "");
+        printf(") VALUES (");
+        for (int i = 0; i < N_FIELDS; i++) {
+            putchar('\'');
+            for (const char *c = v[i]; *c; c++) {
+                if (*c == '\'') putchar('\'');
+                putchar(*c);
+            }
+            printf("'%s", i + 1 < N_FIELDS ? ", " : ");\n");
+        }
+        return;
+    case OUT_JSON:
+    case OUT_JSONL: break;
+    case OUT_MD: return;
     }
     const int jl = o->fmt == OUT_JSONL;
     printf(jl ? "{" : "  {\n");
-    for (int i = 0; i < nf; i++) {
-        printf(jl ? "\"%s\": " : "    \"%s\": ", csv_fields[i]);
-        if (is_str[i]) json_str(v[i]);
-        else printf("%s", v[i]);
+    for (int i = 0; i < N_FIELDS; i++) {
+        printf(jl ? "\"%s\": " : "    \"%s\": ", fields[i].name);
+        switch (fields[i].type) {
+        case F_STR: json_str(v[i]); break;
+        case F_BOOL: printf("%s", strcmp(v[i], "0") ? "true" : "false"); break;
+        case F_INT:
+        case F_FLOAT: printf("%s", v[i]); break;
+        }
         printf(jl ? ", " : ",\n");
     }
     printf(jl ? "\"samples_ns\": [ " : "    \"samples_ns\": [ ");
@@ -518,18 +667,36 @@ static void print_record(const bopts *o, const model_info *mi, const btest *t, f
     printf(jl ? " ]}\n" : " ]\n  }");
 }
 
-static void md_header(int show_kv)
+/* The md table's optional columns, as llama-bench shows them: a parameter
+ * given other than its default. */
+typedef struct md_cols {
+    int batch, ubatch, kv, fa;
+} md_cols;
+
+static md_cols md_columns(const bopts *o, fc_dtype kv)
+{
+    const int fa_on = o->fas.n > 1 || o->fas.v[0] != 0;
+    return (md_cols){.batch = o->set_b, .ubatch = o->set_ub, .kv = o->kv_set && kv != FC_F16, .fa = fa_on};
+}
+
+static void md_header(md_cols c)
 {
     printf("| %-30s | %10s | %10s | %-10s | %7s |", "model", "size", "params", "backend", "threads");
-    if (show_kv) printf(" %6s |", "type_k");
+    if (c.batch) printf(" %7s |", "n_batch");
+    if (c.ubatch) printf(" %8s |", "n_ubatch");
+    if (c.kv) printf(" %6s |", "type_k");
+    if (c.fa) printf(" %2s |", "fa");
     printf(" %15s | %20s |\n", "test", "t/s");
     printf("| %s | %s | %s | %s | %s |", "------------------------------", "---------:", "---------:", "----------",
            "------:");
-    if (show_kv) printf(" -----: |");
+    if (c.batch) printf(" ------: |");
+    if (c.ubatch) printf(" -------: |");
+    if (c.kv) printf(" -----: |");
+    if (c.fa) printf(" -: |");
     printf(" --------------: | -------------------: |\n");
 }
 
-static void md_row(const model_info *mi, const btest *t, int show_kv, fc_dtype kv)
+static void md_row(const model_info *mi, const btest *t, md_cols c, fc_dtype kv)
 {
     char size[32], params[32], name[64], ts[48];
     if (mi->size < 1024ull * 1024 * 1024) snprintf(size, sizeof size, "%.2f MiB", (double)mi->size / 1048576.0);
@@ -539,112 +706,157 @@ static void md_row(const model_info *mi, const btest *t, int show_kv, fc_dtype k
     test_name(t, name, sizeof name);
     snprintf(ts, sizeof ts, "%.2f ± %.2f", t->avg_ts, t->stddev_ts);
     printf("| %-30s | %10s | %10s | %-10s | %7d |", mi->type, size, params, "CPU", t->threads);
-    if (show_kv) printf(" %6s |", kv_name(kv));
+    if (c.batch) printf(" %7d |", rec_batch(t));
+    if (c.ubatch) printf(" %8d |", rec_ubatch(t));
+    if (c.kv) printf(" %6s |", kv_name(kv));
+    if (c.fa) printf(" %2d |", t->fa);
     printf(" %15s | %21s |\n", name, ts); /* 21: '±' is two bytes */
 }
 
 /* ---- driver -------------------------------------------------------------------- */
 
-/* Runs every test of one thread count; prints each as it completes. 0 ok, 1 failure. */
-static int bench_threads(const bopts *o, const model_info *mi, int threads, fc_dtype *kv, int *n_printed,
-                         const char *cpu)
+/* One test of the cross product. */
+typedef struct binst {
+    int nb, nub, fa, threads, depth, n_prompt, n_gen;
+} binst;
+
+/* llama-bench's get_cmd_params_instances order, over the parameters we
+ * have: -b, -ub, -fa, -t, -d, then per combination its pp, tg and pg tests
+ * (-p 0, -n 0, -pg 0,0 are no test). Returns the count; out NULL: count only. */
+static int instances(const bopts *o, binst *out)
+{
+    int n = 0;
+    for (int ib = 0; ib < o->batches.n; ib++)
+        for (int iu = 0; iu < o->ubatches.n; iu++)
+            for (int ifa = 0; ifa < o->fas.n; ifa++)
+                for (int it = 0; it < o->threads.n; it++)
+                    for (int id = 0; id < o->depths.n; id++) {
+                        const binst b = {.nb = o->batches.v[ib], .nub = o->ubatches.v[iu], .fa = o->fas.v[ifa],
+                                         .threads = o->threads.v[it], .depth = o->depths.v[id]};
+                        const int n_tests = o->prompts.n + o->gens.n + o->pgs.n;
+                        for (int j = 0; j < n_tests; j++) {
+                            binst x = b;
+                            if (j < o->prompts.n) x.n_prompt = o->prompts.v[j];
+                            else if (j < o->prompts.n + o->gens.n) x.n_gen = o->gens.v[j - o->prompts.n];
+                            else {
+                                const int k = j - o->prompts.n - o->gens.n;
+                                x.n_prompt = o->pgs.p[k], x.n_gen = o->pgs.g[k];
+                            }
+                            if (x.n_prompt == 0 && x.n_gen == 0) continue;
+                            if (out) out[n] = x;
+                            n++;
+                        }
+                    }
+    return n;
+}
+
+/* A context of `threads` threads (0: the default) and the model loaded in
+ * it; 0 after printing why. */
+static int load(const bopts *o, int threads, fc_ctx **pctx, fc_llm_model **pm)
 {
     char err[256];
     fc_ctx_options co = {.threads = threads};
+    const uint64_t t0 = now_ns();
     fc_ctx *ctx = fc_ctx_new(threads ? &co : NULL, err, sizeof err);
     if (!ctx) {
         fprintf(stderr, "fucina bench: %s\n", err);
-        return 1;
+        return 0;
     }
-    int rc = 1;
-    fc_llm_session *s = NULL;
-    fc_token *toks = NULL;
-    float *logits = NULL;
     fc_cli_progress bar;
     fc_cli_progress_init(&bar, "loading");
     const fc_llm_load_options lo = {.progress = fc_cli_progress_update, .progress_user = &bar, .mmap = (int)o->mmap};
     fc_llm_model *m = fc_llm_model_load_ex(ctx, o->path, &lo);
     fc_cli_progress_done(&bar);
-    if (!m) goto fail;
+    if (!m) {
+        fprintf(stderr, "fucina bench: %s\n", fc_ctx_error(ctx));
+        fc_ctx_free(ctx);
+        return 0;
+    }
+    if (o->verbose)
+        fprintf(stderr, "fucina bench: loaded '%s' (%s) with %d threads in %.1f ms\n", o->path,
+                o->mmap ? "mapped" : "read", fc_ctx_threads(ctx), (double)(now_ns() - t0) / 1e6);
+    *pctx = ctx;
+    *pm = m;
+    return 1;
+}
+
+/* Runs one test and prints its record. 0 ok, 1 failure (said). */
+static int bench_one(const bopts *o, const model_info *mi, fc_ctx *ctx, const fc_llm_model *m, const binst *in,
+                     int idx, int n_inst, int *n_printed, const char *cpu)
+{
+    static btest t; /* the samples: off the stack */
+    memset(&t, 0, sizeof t);
+    t.threads = fc_ctx_threads(ctx);
+    t.n_depth = in->depth, t.n_prompt = in->n_prompt, t.n_gen = in->n_gen;
+    t.n_batch = in->nb, t.n_ubatch = in->nub, t.fa = in->fa;
     const int64_t nv = fc_llm_model_hparams(m)->n_vocab;
-    int maxp = 1; /* the longest batch: a prompt or a depth fill */
-    for (int i = 0; i < o->prompts.n; i++) maxp = o->prompts.v[i] > maxp ? o->prompts.v[i] : maxp;
-    for (int i = 0; i < o->pgs.n; i++) maxp = o->pgs.p[i] > maxp ? o->pgs.p[i] : maxp;
-    for (int i = 0; i < o->depths.n; i++) maxp = o->depths.v[i] > maxp ? o->depths.v[i] : maxp;
-    toks = malloc((size_t)maxp * sizeof *toks);
-    logits = malloc((size_t)nv * sizeof *logits);
+    const int most = t.n_prompt > t.n_depth ? t.n_prompt : t.n_depth;
+    fc_token *toks = malloc((size_t)(most > 1 ? most : 1) * sizeof *toks);
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    fc_llm_session *s = NULL;
+    int rc = 1;
     if (!toks || !logits) {
         fprintf(stderr, "fucina bench: out of memory\n");
         goto done;
     }
-    uint64_t seed = 0x9e3779b97f4a7c15ull;
-    /* llama-bench's order: per depth, the pp tests, the tg tests, the pg tests */
-    const int n_tests = o->prompts.n + o->gens.n + o->pgs.n;
-    for (int k = 0; k < o->depths.n * n_tests; k++) {
-        static btest t;
-        memset(&t, 0, sizeof t);
-        t.threads = fc_ctx_threads(ctx);
-        t.n_depth = o->depths.v[k / n_tests];
-        const int j = k % n_tests;
-        if (j < o->prompts.n) t.n_prompt = o->prompts.v[j];
-        else if (j < o->prompts.n + o->gens.n) t.n_gen = o->gens.v[j - o->prompts.n];
-        else t.n_prompt = o->pgs.p[j - o->prompts.n - o->gens.n], t.n_gen = o->pgs.g[j - o->prompts.n - o->gens.n];
-        if (t.n_prompt == 0 && t.n_gen == 0) continue; /* -p 0 / -n 0 / -pg 0,0: no such test, as llama-bench */
-        if (o->delay) sleep((unsigned)o->delay);
-        fc_llm_session_options so = fc_llm_session_default_options();
-        so.n_ctx = o->n_ctx ? o->n_ctx : t.n_depth + t.n_prompt + t.n_gen;
-        so.kv_type = *kv;
-        fc_llm_session_free(s);
-        s = fc_llm_session_new_ex(ctx, m, &so);
-        if (!s) goto fail;
-        if (!fill_depth(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
-        if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail; /* warm-up */
-        time_t now = time(NULL);
-        strftime(t.time, sizeof t.time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        double ns[MAX_REPS];
-        for (long r = 0; r < o->reps; r++) {
-            uint64_t t0 = now_ns();
-            if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
-            uint64_t dt = now_ns() - t0;
-            t.samples_ns[t.n] = dt ? dt : 1;
-            ns[t.n] = (double)t.samples_ns[t.n];
-            t.samples_ts[t.n] = 1e9 * (double)(t.n_prompt + t.n_gen) / ns[t.n];
-            t.n++;
-        }
-        stats(ns, t.n, &t.avg_ns, &t.stddev_ns);
-        stats(t.samples_ts, t.n, &t.avg_ts, &t.stddev_ts);
-        switch (o->fmt) {
-        case OUT_MD:
-            if (*n_printed == 0) md_header(o->kv_set && *kv != FC_F16);
-            md_row(mi, &t, o->kv_set && *kv != FC_F16, *kv);
-            break;
-        case OUT_CSV:
-            if (*n_printed == 0)
-                for (size_t i = 0; i < sizeof csv_fields / sizeof csv_fields[0]; i++)
-                    printf("%s%s", csv_fields[i], i + 1 < sizeof csv_fields / sizeof csv_fields[0] ? "," : "\n");
-            print_record(o, mi, &t, *kv, cpu);
-            break;
-        case OUT_JSON:
-            printf(*n_printed == 0 ? "[\n" : ",\n");
-            print_record(o, mi, &t, *kv, cpu);
-            break;
-        case OUT_JSONL:
-            print_record(o, mi, &t, *kv, cpu);
-            break;
-        }
-        fflush(stdout);
-        (*n_printed)++;
+    char name[64];
+    test_name(&t, name, sizeof name);
+    if (o->progress) fprintf(stderr, "fucina bench: benchmark %d/%d: starting (%s)\n", idx, n_inst, name);
+    if (o->delay) sleep((unsigned)o->delay);
+    fc_llm_session_options so = fc_llm_session_default_options();
+    so.n_ctx = o->n_ctx ? o->n_ctx : t.n_depth + t.n_prompt + t.n_gen;
+    so.kv_type = o->kv;
+    s = fc_llm_session_new_ex(ctx, m, &so);
+    if (!s) goto fail;
+    uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)idx;
+    if (t.n_depth && o->progress) fprintf(stderr, "fucina bench: benchmark %d/%d: depth run\n", idx, n_inst);
+    if (!fill_depth(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
+    if (!o->no_warmup) {
+        if (o->progress) fprintf(stderr, "fucina bench: benchmark %d/%d: warmup run\n", idx, n_inst);
+        if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
     }
+    time_t now = time(NULL);
+    strftime(t.time, sizeof t.time, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    double ns[MAX_REPS];
+    for (long r = 0; r < o->reps; r++) {
+        if (o->progress) fprintf(stderr, "fucina bench: benchmark %d/%d: run %ld/%ld\n", idx, n_inst, r + 1, o->reps);
+        uint64_t t0 = now_ns();
+        if (!run_once(ctx, s, &t, nv, toks, logits, &seed)) goto fail;
+        uint64_t dt = now_ns() - t0;
+        t.samples_ns[t.n] = dt ? dt : 1;
+        ns[t.n] = (double)t.samples_ns[t.n];
+        t.samples_ts[t.n] = 1e9 * (double)(t.n_prompt + t.n_gen) / ns[t.n];
+        if (o->verbose)
+            fprintf(stderr, "fucina bench: %s: run %ld/%ld: %llu ns, %.2f tokens/s\n", name, r + 1, o->reps,
+                    (unsigned long long)t.samples_ns[t.n], t.samples_ts[t.n]);
+        t.n++;
+    }
+    stats(ns, t.n, &t.avg_ns, &t.stddev_ns);
+    stats(t.samples_ts, t.n, &t.avg_ts, &t.stddev_ts);
+    if (*n_printed == 0) print_header(o->fmt);
+    switch (o->fmt) {
+    case OUT_MD:
+        if (*n_printed == 0) md_header(md_columns(o, o->kv));
+        md_row(mi, &t, md_columns(o, o->kv), o->kv);
+        break;
+    case OUT_JSON:
+        printf(*n_printed == 0 ? "[\n" : ",\n");
+        print_record(o, mi, &t, o->kv, cpu);
+        break;
+    case OUT_CSV:
+    case OUT_JSONL:
+    case OUT_SQL: print_record(o, mi, &t, o->kv, cpu); break;
+    }
+    fflush(stdout);
+    (*n_printed)++;
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "fucina bench: %s\n", fc_ctx_error(ctx));
 done:
+    fc_llm_session_free(s);
     free(logits);
     free(toks);
-    fc_llm_session_free(s);
-    fc_llm_model_free(m);
-    fc_ctx_free(ctx);
     return rc;
 }
 
@@ -666,10 +878,36 @@ int fc_cmd_bench(int argc, char **argv)
     if (!ok) return 1;
     char cpu[256];
     cpu_info(cpu, sizeof cpu);
-    fc_dtype kv = o.kv;
-    int n_printed = 0, rc = 0;
-    for (int i = 0; i < o.threads.n && rc == 0; i++) rc = bench_threads(&o, &mi, o.threads.v[i], &kv, &n_printed, cpu);
+    const int n_inst = instances(&o, NULL);
+    binst *ins = malloc((size_t)(n_inst > 0 ? n_inst : 1) * sizeof *ins);
+    if (!ins) {
+        fprintf(stderr, "fucina bench: out of memory\n");
+        return 1;
+    }
+    instances(&o, ins);
+    /* the model is loaded once per run of equal thread counts: the threads
+     * are the context's, and the model lives in its context */
+    fc_llm_model *m = NULL;
+    int n_printed = 0, rc = 0, cur = -1;
+    ctx = NULL;
+    for (int k = 0; k < n_inst && rc == 0; k++) {
+        if (!m || ins[k].threads != cur) {
+            fc_llm_model_free(m);
+            fc_ctx_free(ctx);
+            m = NULL, ctx = NULL;
+            if (!load(&o, ins[k].threads, &ctx, &m)) {
+                rc = 1;
+                break;
+            }
+            cur = ins[k].threads;
+        }
+        rc = bench_one(&o, &mi, ctx, m, &ins[k], k + 1, n_inst, &n_printed, cpu);
+    }
+    fc_llm_model_free(m);
+    fc_ctx_free(ctx);
+    free(ins);
     if (o.fmt == OUT_JSON) printf(n_printed ? "\n]\n" : "[\n]\n");
-    if (o.fmt == OUT_MD && n_printed) printf("\nbuild: fucina %s\n", FUCINA_VERSION_STRING);
+    if (o.fmt == OUT_MD && n_printed) printf("\nbuild: %s (%d), fucina %s\n", FC_BUILD_COMMIT, FC_BUILD_NUMBER,
+                                               FUCINA_VERSION_STRING);
     return rc;
 }
