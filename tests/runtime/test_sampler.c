@@ -597,6 +597,67 @@ Test(sampler, greedy_and_top_k_by_plain_computation) {
     fc_sampler_free(s);
 }
 
+/* The penalties without the oracle: llama.cpp's formula written out plainly
+ * (logit /= repeat if > 0 else *= repeat, then -= count*freq + (count>0)*present,
+ * count over the history), bit for bit; and through the sampler, the window:
+ * only the last penalty_last_n accepted tokens count (greedy picks the
+ * argmax of the logits so penalized). */
+Test(sampler, penalties_by_plain_computation) {
+    fct_rng r = {fct_seed_of("penalties")};
+    enum { N = 400, H = 90 };
+    static float x[N], want[N];
+    static fc_token_data d[N];
+    fc_token hist[H];
+    const float rep[] = {1.0f, 1.3f, 0.7f, 1.0f}, frq[] = {0.0f, 0.5f, -0.25f, 2.0f}, prs[] = {0.0f, 0.0f, 1.5f, -1.0f};
+    for (int it = 0; it < 40; it++) {
+        make_logits(x, N, it, &r);
+        for (int i = 0; i < H; i++) hist[i] = (fc_token)(fct_next(&r) % 60); /* ids 0..59: many repeats */
+        const int pi = it % 4;
+        const size_t nh = (size_t)(fct_next(&r) % (H + 1));
+        for (int i = 0; i < N; i++) {
+            int count = 0;
+            for (size_t j = 0; j < nh; j++) count += hist[j] == i;
+            float l = x[i];
+            if (count) {
+                l = l <= 0.0f ? l * rep[pi] : l / rep[pi];
+                l -= (float)count * frq[pi] + (float)(count > 0) * prs[pi];
+            }
+            want[i] = l;
+        }
+        for (int i = 0; i < N; i++) d[i] = (fc_token_data){(fc_token)i, x[i], 0};
+        fc_candidates c = {.data = d, .size = N, .selected = -1, .sorted = false};
+        fc_sample_penalties(&c, hist, nh, rep[pi], frq[pi], prs[pi]);
+        cr_assert_eq(c.size, (size_t)N);
+        for (int i = 0; i < N; i++) {
+            cr_assert_eq(c.data[i].id, (fc_token)i);
+            cr_assert(c.data[i].logit == want[i], "iter %d id %d: %g, expected %g", it, i, (double)c.data[i].logit,
+                      (double)want[i]);
+        }
+        /* the sampler's window: the last W accepted tokens of the history */
+        const int32_t W = (int32_t)(fct_next(&r) % 40);
+        fc_sampler_params p = fc_sampler_default_params();
+        p.seed = 1, p.temp = 0.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f, p.penalty_last_n = W;
+        p.penalty_repeat = rep[pi], p.penalty_freq = frq[pi], p.penalty_present = prs[pi];
+        fc_sampler *s = fc_sampler_new(ctx, &p);
+        cr_assert(s, "%s", fc_ctx_error(ctx));
+        for (int j = 0; j < H; j++) fc_sampler_accept(s, hist[j]);
+        size_t best = 0;
+        for (int i = 0; i < N; i++) {
+            int count = 0;
+            for (int j = H - W; j < H; j++) count += j >= 0 && hist[j] == i;
+            float l = x[i];
+            if (count && !(rep[pi] == 1.0f && frq[pi] == 0.0f && prs[pi] == 0.0f)) {
+                l = l <= 0.0f ? l * rep[pi] : l / rep[pi];
+                l -= (float)count * frq[pi] + (float)(count > 0) * prs[pi];
+            }
+            want[i] = l;
+            if (want[i] > want[best]) best = (size_t)i;
+        }
+        cr_assert_eq(fc_sampler_sample(s, x, N), (fc_token)best, "iter %d window %d", it, (int)W);
+        fc_sampler_free(s);
+    }
+}
+
 /* llama.cpp's bucket sort drops logits above ~3.3e8 and +inf from a top-k of
  * more than 128 (checked once against libllama 0.5.0: top_k(200) over 1000
  * logits loses a 4e8, 1e9 or +inf); we deliberately rank them first. */
