@@ -15,6 +15,19 @@
 
 #include "fucina/grammar.h"
 
+/* A token element (GBNF's <|end|>, and <[TOOL_CALLS]> for a bracketed token
+ * text) matches a control token, which has no text: the compiler writes it
+ * as the bytes GE_TOKEN_OPEN, the token's text, GE_TOKEN_CLOSE, and the
+ * matcher's vocabulary gives every control token exactly those bytes. No
+ * code point's UTF-8 holds a byte above 0xF4, so no other element can
+ * match them, and the vocabulary leaves out the tokens whose text holds one
+ * (no grammar could ever take them): a control token is produced only
+ * where the grammar names it. The element also matches the text itself, for
+ * a token that is not a control token (Qwen's <think> is user-defined). */
+#define GE_TOKEN_OPEN 0xFFu
+#define GE_TOKEN_CLOSE 0xFEu
+#define GE_FIRST_NON_UTF8 0xF5u
+
 typedef enum ge_kind {
     GE_END = 0,   /* the alternative ends here */
     GE_BYTES = 1, /* arg: index of a 256-bit byte set in fc_grammar.sets */

@@ -453,17 +453,29 @@ static int vocab_build(gm_vocab *v, fc_ctx *ctx, const fc_tokenizer *tok)
     for (int32_t t = 0; t < nv; t++) {
         const char *p;
         size_t len;
-        if (fc_tokenizer_token_type(tok, t) == FC_TOKEN_TYPE_CONTROL) continue; /* never text */
-        if (fc_token_piece(ctx, tok, t, 0, &p, &len) != FC_OK) return -2;
+        /* a control token is never text: its bytes are the ones only a token element matches */
+        const int control = fc_tokenizer_token_type(tok, t) == FC_TOKEN_TYPE_CONTROL;
+        if (fc_token_piece(ctx, tok, t, control, &p, &len) != FC_OK) return -2;
         if (len == 0) continue;
-        if (len > UINT16_MAX) continue; /* no grammar text is produced by such a token */
-        if (total + len > cap) {
-            while (total + len > cap) cap *= 2;
+        if (len > UINT16_MAX - 2) continue; /* no grammar text is produced by such a token */
+        int dead = 0; /* a byte no code point's UTF-8 has: no grammar can take the token */
+        for (size_t i = 0; i < len && !dead; i++) dead = (unsigned char)p[i] >= GE_FIRST_NON_UTF8;
+        if (dead) continue;
+        const size_t nb = len + (control ? 2 : 0);
+        if (total + nb > cap) {
+            while (total + nb > cap) cap *= 2;
             char *b = realloc(v->bytes, cap);
             if (!b) return -1;
             v->bytes = b;
         }
-        memcpy(v->bytes + total, p, len);
+        if (control) {
+            v->bytes[total] = (char)GE_TOKEN_OPEN;
+            memcpy(v->bytes + total + 1, p, len);
+            v->bytes[total + 1 + len] = (char)GE_TOKEN_CLOSE;
+            len = nb;
+        } else {
+            memcpy(v->bytes + total, p, len);
+        }
         v->tok_off[t] = (uint32_t)total;
         v->tok_len[t] = (uint32_t)len;
         total += len;
@@ -837,7 +849,25 @@ fc_status fc_grammar_matcher_accept(fc_grammar_matcher *m, fc_token token)
     }
     if (m->waiting) {
         const gm_vocab *v = m->v;
-        return gm_is_eog(m, token) ? FC_OK : gm_lazy_feed(m, v->bytes + v->tok_off[token], v->tok_len[token], fn);
+        if (gm_is_eog(m, token)) return FC_OK;
+        const char *b = v->bytes + v->tok_off[token];
+        const size_t n = v->tok_len[token];
+        if (n >= 2 && (unsigned char)b[0] == GE_TOKEN_OPEN) {
+            /* a control token: the trigger when its text is the trigger, fed as the token it is;
+             * otherwise not text, so no text trigger spans it */
+            m->n_tail = 0;
+            if (n - 2 != m->n_trigger || memcmp(b + 1, m->trigger, m->n_trigger)) return FC_OK;
+            int32_t s = gm_walk(m, (const unsigned char *)b, n, NULL);
+            if (s == -3) return gm_oom(m, fn);
+            if (s < 0) {
+                fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: the grammar refuses its trigger token '%s'", fn, m->trigger);
+                return FC_ERR_INVALID_ARG;
+            }
+            m->cur = (uint32_t)s;
+            m->waiting = 0;
+            return gm_maybe_compact(m, fn);
+        }
+        return gm_lazy_feed(m, b, n, fn);
     }
     if (gm_is_eog(m, token)) {
         if (fc_grammar_matcher_complete(m)) return FC_OK;
@@ -845,7 +875,7 @@ fc_status fc_grammar_matcher_accept(fc_grammar_matcher *m, fc_token token)
         return FC_ERR_INVALID_ARG;
     }
     if (m->v->tok_len[token] == 0) {
-        fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d is a control token, which no grammar text can hold", fn,
+        fc_fail(m->ctx, FC_ERR_INVALID_ARG, "%s: token %d has no text a grammar can hold", fn,
                 (int)token);
         return FC_ERR_INVALID_ARG;
     }

@@ -642,6 +642,30 @@ static int gp_sequence(gp *g, uint32_t rule, int nested)
             free(cr.r);
             if (rc) return -1;
             last = start;
+        } else if (c == '<') { /* a token: <TEXT> or <[TEXT]> (grammar_internal.h) */
+            const char *e = g->p + 1;
+            while (e < g->end && *e != '>' && *e != '\n' && *e != '\r' && *e != ' ' && *e != '"') e++;
+            if (e >= g->end || *e != '>' || e == g->p + 1) return gp_fail(g, at, "'<' without a token text and '>'");
+            const char *t = g->p;
+            size_t nt = (size_t)(e - g->p) + 1; /* <TEXT>, brackets included */
+            if (nt >= 4 && t[1] == '[' && e[-1] == ']') { /* <[TEXT]>: the token [TEXT] */
+                t++, nt -= 2;
+                size_t digits = 0;
+                while (digits + 2 < nt && t[1 + digits] >= '0' && t[1 + digits] <= '9') digits++;
+                if (digits + 2 == nt)
+                    return gp_fail(g, at, "a token id (<[%.*s]>) needs a vocabulary: write the token's text", (int)digits,
+                                   t + 1);
+            }
+            int sub = gp_gen_rule(g, rule);
+            if (sub < 0 || gp_emit_byte(g, (uint32_t)sub, GE_TOKEN_OPEN)) return -1;
+            for (size_t i = 0; i < nt; i++)
+                if (gp_emit_byte(g, (uint32_t)sub, (unsigned char)t[i])) return -1;
+            if (gp_emit_byte(g, (uint32_t)sub, GE_TOKEN_CLOSE) || gp_emit(g, (uint32_t)sub, GE_END, 0)) return -1;
+            for (size_t i = 0; i < nt; i++)
+                if (gp_emit_byte(g, (uint32_t)sub, (unsigned char)t[i])) return -1;
+            if (gp_emit(g, (uint32_t)sub, GE_END, 0) || gp_emit(g, rule, GE_RULE, (uint32_t)sub)) return -1;
+            g->p = e + 1;
+            last = start;
         } else if (is_word((unsigned char)c)) {
             const char *name = g->p;
             while (g->p < g->end && is_word((unsigned char)*g->p)) g->p++;

@@ -575,3 +575,68 @@ Test(grammar, lazy_grammar_waits_for_its_trigger)
     fc_grammar_free(g);
     fc_tokenizer_free(tok);
 }
+
+/* Token elements: <|im_start|> (a control token of the Qwen vocabulary)
+ * is allowed exactly where the grammar names it — never by a character
+ * class or a literal elsewhere — and its text is accepted there too; a
+ * lazy grammar whose trigger is a control token's text wakes on that
+ * token. <[N]> (a token id) is refused with the reason. */
+Test(grammar, token_elements_match_control_tokens_only_where_named)
+{
+    fc_tokenizer *tok = tokenizer(0);
+    const fc_token im = fc_tokenizer_find(tok, "<|im_start|>", 12);
+    cr_assert_neq(im, FC_TOKEN_NONE);
+    cr_assert_eq(fc_tokenizer_token_type(tok, im), FC_TOKEN_TYPE_CONTROL);
+    fc_grammar *g = compile("root ::= \"a\" <|im_start|> \"b\"");
+    fc_grammar_matcher *m = fc_grammar_matcher_new(ctx, g, tok, NULL, 0);
+    cr_assert_not_null(m, "%s", fc_ctx_error(ctx));
+    cr_expect_eq(fc_grammar_matcher_allows(m, im), 0, "the token before 'a'");
+    cr_assert_eq(fc_grammar_matcher_accept_bytes(m, "a", 1), FC_OK);
+    cr_expect_eq(fc_grammar_matcher_allows(m, im), 1, "the token where the grammar names it");
+    int32_t nv = fc_tokenizer_n_vocab(tok);
+    float *l = calloc((size_t)nv, sizeof *l);
+    cr_assert_eq(fc_grammar_matcher_mask(m, l, nv), FC_OK);
+    cr_expect(l[im] == 0.0f, "the mask keeps the named token");
+    cr_assert_eq(fc_grammar_matcher_accept(m, im), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(fc_grammar_matcher_accept_bytes(m, "b", 1), FC_OK);
+    cr_expect(fc_grammar_matcher_complete(m));
+    /* the text itself is accepted in its place (a user-defined token is matched so) */
+    fc_grammar_matcher_reset(m);
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "a<|im_start|>b", 14), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_grammar_matcher_free(m);
+    fc_grammar_free(g);
+    /* nowhere else: not in a class, not after a literal that spells it */
+    static const char *const others[] = {"root ::= [^x]*", "root ::= .*", "root ::= \"<|im_start|>\" \"b\""};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        g = compile(others[i]);
+        m = fc_grammar_matcher_new(ctx, g, tok, NULL, 0);
+        cr_assert_not_null(m);
+        cr_expect_eq(fc_grammar_matcher_allows(m, im), 0, "%s allows the control token", others[i]);
+        for (int32_t t = 0; t < nv; t++) l[t] = 0.0f;
+        cr_assert_eq(fc_grammar_matcher_mask(m, l, nv), FC_OK);
+        cr_expect(l[im] == -INFINITY, "%s: the mask keeps the control token", others[i]);
+        fc_grammar_matcher_free(m);
+        fc_grammar_free(g);
+    }
+    /* a lazy grammar woken by the control token, fed as the token it is */
+    g = compile("root ::= <|im_start|> [0-9]");
+    m = fc_grammar_matcher_new(ctx, g, tok, NULL, 0);
+    cr_assert_not_null(m);
+    cr_assert_eq(fc_grammar_matcher_set_trigger(m, "<|im_start|>"), FC_OK);
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "free text", 9), FC_OK);
+    cr_assert_eq(fc_grammar_matcher_accept(m, im), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect(!fc_grammar_matcher_complete(m), "woken: a digit must follow");
+    cr_expect_eq(fc_grammar_matcher_accept_bytes(m, "7", 1), FC_OK);
+    cr_expect(fc_grammar_matcher_complete(m));
+    fc_grammar_matcher_free(m);
+    fc_grammar_free(g);
+    free(l);
+    /* ids need a vocabulary, which a grammar does not have; a '<' without its '>' */
+    cr_expect_null(fc_grammar_parse(ctx, "root ::= <[151644]>", 19, "root"));
+    cr_expect(strstr(fc_ctx_error(ctx), "token id"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_expect_null(fc_grammar_parse(ctx, "root ::= <abc \"x\"", 17, "root"));
+    cr_expect(strstr(fc_ctx_error(ctx), "'<' without"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    fc_tokenizer_free(tok);
+}
