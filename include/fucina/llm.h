@@ -134,6 +134,10 @@ typedef struct fc_make_model_options {
      * context / factor */
     const char *rope_scaling;
     double rope_scaling_factor;
+    /* non-NULL: called with the fraction of the tensor data written so far (0..1, ending with 1)
+     * after each slab of rows, as fc_llm_load_options.progress is (fc_cli_progress_update fits) */
+    void (*progress)(double fraction, void *user);
+    void *progress_user;
 } fc_make_model_options;
 
 /* Write a model with llama.cpp's tensor names and metadata keys and a real

@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* fucina make-model: write a random-weight model (llama.cpp's names and
  * keys) for tests and demos. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
+#include "cli/progress.h"
 #include "fucina/fucina.h"
+#include "fucina/gguf.h"
 #include "fucina/llm.h"
 #include "fucina/quantize.h"
 #include "io/atomic_file.h"
@@ -44,7 +50,36 @@ static void help(FILE *f)
                "q5_K->q5_1, q6_K->q8_0); or a llama-quantize mix with llama.cpp's per-tensor rules:\n"
                "Q4_K_M, Q4_K_S, Q5_K_M, ... (--mix NAME forces the mix reading, e.g. --mix Q6_K).\n"
                "--n-vocab N: Qwen3's vocabulary layout with N ids (>= 151669; 0.6b uses 151936) for any preset.\n"
+               "On a terminal a progress bar is drawn on stderr while the tensors are written\n"
+               "(FUCINA_NO_PROGRESS=1: none); then one summary line on stdout (the file, family, preset,\n"
+               "weight type, tensors, parameters, size, time).\n"
                "Exit status: 0 done, 1 failure, 2 bad usage.\n", arch_list());
+}
+
+/* The one-line summary: what was written, read back from the file's header
+ * (the tensor count and parameters are the file's, not the plan's). */
+static void summary(fc_ctx *ctx, const char *out, const fc_make_model_options *o, double secs)
+{
+    fc_gguf *g = fc_gguf_open(ctx, out, 0);
+    if (!g) { /* written and renamed, but unreadable now: say so, the file is there */
+        printf("wrote %s in %.2f s (its header could not be read back: %s)\n", out, secs, fc_ctx_error(ctx));
+        fc_ctx_clear_error(ctx);
+        return;
+    }
+    int64_t nt = fc_gguf_tensor_count(g), params = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        fc_gguf_tensor_info ti;
+        if (!fc_gguf_tensor_info_at(g, i, &ti)) continue;
+        int64_t e = 1;
+        for (int d = 0; d < ti.n_dims; d++) e *= ti.ne[d];
+        params += e;
+    }
+    fc_gguf_close(g);
+    struct stat st;
+    const double mib = stat(out, &st) == 0 ? (double)st.st_size / (1024.0 * 1024.0) : 0.0;
+    printf("wrote %s: %s %s, %s, %" PRId64 " tensors, %.3f M parameters, %.2f MiB in %.2f s\n", out,
+           o->arch ? o->arch : "qwen3", o->preset ? o->preset : "tiny", o->mix ? o->mix : fc_dtype_name(o->dtype), nt,
+           (double)params / 1e6, mib, secs);
 }
 
 int fc_cmd_make_model(int argc, char **argv)
@@ -133,8 +168,19 @@ int fc_cmd_make_model(int argc, char **argv)
         return 2;
     }
     fc_atomic_cleanup_on_signals(); /* ^C must not leave a large temporary behind */
+    fc_cli_progress bar;            /* drawn only on a terminal */
+    fc_cli_progress_init(&bar, "writing");
+    o.progress = fc_cli_progress_update;
+    o.progress_user = &bar;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     fc_status st = fc_llm_make_model(ctx, out, &o);
-    if (st != FC_OK) fprintf(stderr, "fucina make-model: %s\n", fc_ctx_error(ctx));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fc_cli_progress_done(&bar);
+    if (st != FC_OK)
+        fprintf(stderr, "fucina make-model: %s\n", fc_ctx_error(ctx));
+    else
+        summary(ctx, out, &o, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     fc_ctx_free(ctx);
     return st == FC_OK ? 0 : st == FC_ERR_INVALID_ARG ? 2 : 1;
 }

@@ -242,10 +242,24 @@ static uint64_t row_bytes(fc_dtype dt, int64_t width)
     return (uint64_t)(width / be) * bb;
 }
 
+/* The caller's progress report: bytes of tensor data written of the total. */
+typedef struct progress {
+    const fc_make_model_options *opt;
+    uint64_t done, total;
+} progress;
+
+static void progress_add(progress *pr, uint64_t n)
+{
+    pr->done += n;
+    if (pr->opt->progress)
+        pr->opt->progress(pr->total ? (double)pr->done / (double)pr->total : 1.0, pr->opt->progress_user);
+}
+
 /* One tensor, generated and encoded a slab of rows at a time. Slab c draws
  * from its own seed (slab 0 from the tensor's seed, so a small tensor is one
  * fc_rand_normal draw); rows stay whole so every slab encodes alone. */
-static fc_status write_tensor(fc_ctx *ctx, fc_gguf_writer *w, const tplan *t, void **buf, size_t *buf_cap)
+static fc_status write_tensor(fc_ctx *ctx, fc_gguf_writer *w, const tplan *t, void **buf, size_t *buf_cap,
+                              progress *pr)
 {
     const int64_t width = t->ne[0], rows = t->ne[1] * t->ne[2];
     int64_t slab = (int64_t)(4 << 20) / width;
@@ -274,6 +288,7 @@ static fc_status write_tensor(fc_ctx *ctx, fc_gguf_writer *w, const tplan *t, vo
         st = y ? fc_tensor_read(ctx, y, *buf, nbytes) : fc_ctx_status(ctx);
         fc_scope_end(ctx, sc);
         if (st == FC_OK) st = fc_gguf_writer_write(w, *buf, nbytes);
+        if (st == FC_OK) progress_add(pr, nbytes);
     }
     return st;
 }
@@ -394,6 +409,7 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     fc_gguf_writer *w = NULL;
     void *buf = NULL;
     size_t buf_cap = 0;
+    progress pr = {.opt = opt};
     const family_values *fv = family_of(d->arch);
     if (build_vocab(&v, fv, hp->n_expert > 0, n_vocab)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory building the vocabulary");
@@ -446,8 +462,10 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     for (int i = 0; i < pl.n; i++)
         TRY(fc_gguf_writer_add_info(w, pl.t[i].name, (uint32_t)fc_dtype_ggml_type(pl.t[i].dt), pl.t[i].n_dims,
                                     pl.t[i].ne));
+    for (int i = 0; i < pl.n; i++)
+        pr.total += row_bytes(pl.t[i].dt, pl.t[i].ne[0]) * (uint64_t)(pl.t[i].ne[1] * pl.t[i].ne[2]);
     TRY(fc_gguf_writer_begin(w, path));
-    for (int i = 0; i < pl.n; i++) TRY(write_tensor(ctx, w, &pl.t[i], &buf, &buf_cap));
+    for (int i = 0; i < pl.n; i++) TRY(write_tensor(ctx, w, &pl.t[i], &buf, &buf_cap, &pr));
     TRY(fc_gguf_writer_finish(w));
 done:
     fc_gguf_writer_free(w); /* removes a file left half written */
