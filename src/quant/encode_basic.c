@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "fucina/half.h"
+#include "quant/encode_internal.h"
 #include "quant/quant.h"
 
 /* ggml's f32 -> f16: round to nearest-even like fc_f32_to_f16, but every NaN
@@ -203,6 +204,105 @@ void fcq_encode_q8_1(const float *src, void *dst, size_t n)
             sum += b.qs[j];
         }
         b.s = f2h((float)sum * d);
+        memcpy(out, &b, sizeof b);
+    }
+}
+
+/* ---- importance-weighted: ggml's quantize_row_<fmt>_impl -------------------------- */
+
+/* The per-element weights of a 32-block: qw * sqrt(sigma2 + x^2), sigma2 the
+ * mean x^2 of the whole row (so these encoders take one row at a time). */
+static float row_sigma2(const float *x, size_t n)
+{
+    float sum_x2 = 0;
+    for (size_t j = 0; j < n; j++) sum_x2 += x[j] * x[j];
+    return sum_x2 / (float)n;
+}
+
+static void block_weights(const float *xb, const float *qw, float sigma2, float w[32])
+{
+    for (int j = 0; j < 32; j++) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+}
+
+void fcq_encode_q4_0_w(const float *src, void *dst, size_t n, const float *qw)
+{
+    /* make_qx_quants with nmax 8: levels 0..15 straight into the nibbles
+     * (a ~0 block gets level 0 and d = 0, where _ref writes 8). */
+    unsigned char *out = dst;
+    const float sigma2 = row_sigma2(src, n);
+    for (size_t i = 0; i < n / 32; i++, out += sizeof(fcq_block_q4_0)) {
+        const float *xb = src + 32 * i;
+        float w[32];
+        int8_t L[32];
+        block_weights(xb, qw + 32 * i, sigma2, w);
+        fcq_block_q4_0 b;
+        b.d = f2h(fcq_make_qx_quants_w(32, 8, xb, L, w));
+        for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+        memcpy(out, &b, sizeof b);
+    }
+}
+
+void fcq_encode_q4_1_w(const float *src, void *dst, size_t n, const float *qw)
+{
+    unsigned char *out = dst;
+    const float sigma2 = row_sigma2(src, n);
+    for (size_t i = 0; i < n / 32; i++, out += sizeof(fcq_block_q4_1)) {
+        const float *xb = src + 32 * i;
+        float w[32], min;
+        uint8_t L[32], Laux[32];
+        block_weights(xb, qw + 32 * i, sigma2, w);
+        fcq_block_q4_1 b;
+        b.d = f2h(fcq_make_qkx3_quants(32, 15, xb, w, L, &min, Laux, -0.9f, 0.05f, 36));
+        b.m = f2h(-min);
+        for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+        memcpy(out, &b, sizeof b);
+    }
+}
+
+/* 32 levels 0..31: low nibbles as q4, the 5th bits into the u32 qh. */
+static void pack_q5(const uint8_t *L, uint8_t qs[16], uint8_t qh_out[4])
+{
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        const unsigned x0 = L[j], x1 = L[j + 16];
+        qs[j] = (uint8_t)((x0 & 0x0F) | (x1 & 0x0F) << 4);
+        qh |= ((x0 & 0x10u) >> 4) << j;
+        qh |= ((x1 & 0x10u) >> 4) << (j + 16);
+    }
+    store_qh(qh_out, qh);
+}
+
+void fcq_encode_q5_0_w(const float *src, void *dst, size_t n, const float *qw)
+{
+    unsigned char *out = dst;
+    const float sigma2 = row_sigma2(src, n);
+    for (size_t i = 0; i < n / 32; i++, out += sizeof(fcq_block_q5_0)) {
+        const float *xb = src + 32 * i;
+        float w[32];
+        int8_t L[32];
+        uint8_t Lu[32];
+        block_weights(xb, qw + 32 * i, sigma2, w);
+        fcq_block_q5_0 b;
+        b.d = f2h(fcq_make_qx_quants_w(32, 16, xb, L, w));
+        for (int j = 0; j < 32; j++) Lu[j] = (uint8_t)L[j];
+        pack_q5(Lu, b.qs, b.qh);
+        memcpy(out, &b, sizeof b);
+    }
+}
+
+void fcq_encode_q5_1_w(const float *src, void *dst, size_t n, const float *qw)
+{
+    unsigned char *out = dst;
+    const float sigma2 = row_sigma2(src, n);
+    for (size_t i = 0; i < n / 32; i++, out += sizeof(fcq_block_q5_1)) {
+        const float *xb = src + 32 * i;
+        float w[32], min;
+        uint8_t L[32], Laux[32];
+        block_weights(xb, qw + 32 * i, sigma2, w);
+        fcq_block_q5_1 b;
+        b.d = f2h(fcq_make_qkx3_quants(32, 31, xb, w, L, &min, Laux, -0.9f, 0.05f, 36));
+        b.m = f2h(-min);
+        pack_q5(L, b.qs, b.qh);
         memcpy(out, &b, sizeof b);
     }
 }

@@ -73,6 +73,21 @@ float fcq_make_q3_quants(int n, int nmax, const float *x, int8_t *L, int do_rmse
 float fcq_make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
                            uint8_t *Laux, float rmin, float rdelta, int nstep, int use_mad);
 
+/* The importance-weighted searches of ggml's quantize_<fmt> with
+ * quant_weights (encode_search.c). make_qx_quants with rmse_type 1 and
+ * weights qw in place of x^2. */
+float fcq_make_qx_quants_w(int n, int nmax, const float *x, int8_t *L, const float *qw);
+
+/* make_qkx3_quants with weights, squared error (q2_K, q4_K, q5_K, q4_1, q5_1
+ * with an imatrix): 37 trial scales against the best (scale, min) so far;
+ * *the_min = -min >= 0. Laux is scratch of n bytes. */
+float fcq_make_qkx3_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L, float *the_min,
+                           uint8_t *Laux, float rmin, float rdelta, int nstep);
+
+/* make_qp_quants: the super-block quantization of non-negative sub-block
+ * scales (or mins) x onto 0..nmax, weighted by qw; returns the step. */
+float fcq_make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *qw);
+
 /* The 12-byte 6-bit scale/min packing of q4_K and q5_K: sub-block j's scale
  * and min (each 0..63). Reads what fcq_put_scale_min_k4 wrote. */
 void fcq_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m);

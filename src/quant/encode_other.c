@@ -44,11 +44,20 @@ static int best_index_int8(int n, const int8_t *val, float x)
  * the scale that maps the largest magnitude onto the outer level, the
  * least-squares scale for those levels, then (ntry > 0) 2*ntry+1 more trial
  * scales. Returns 0 with Lb untouched when the sub-block is ~0. */
+static float iq4_subblock_w(const float *xb, uint8_t *Lb, int ntry, const float *weight);
+
 static float iq4_subblock(const float *xb, uint8_t *Lb, int ntry)
 {
-    const int8_t *values = kvalues_iq4nl;
     float weight[32];
     for (int j = 0; j < 32; ++j) weight[j] = xb[j] * xb[j];
+    return iq4_subblock_w(xb, Lb, ntry, weight);
+}
+
+/* The search with any per-element weights (an imatrix's qw * sqrt(sigma2 +
+ * x^2), or x^2 above). */
+static float iq4_subblock_w(const float *xb, uint8_t *Lb, int ntry, const float *weight)
+{
+    const int8_t *values = kvalues_iq4nl;
     float amax = 0, max = 0;
     for (int j = 0; j < 32; ++j) {
         float ax = fabsf(xb[j]);
@@ -111,17 +120,39 @@ void fcq_encode_iq4_nl(const float *src, void *dst, size_t n)
     }
 }
 
-void fcq_encode_iq4_nl_search(const float *src, void *dst, size_t n)
+/* The importance weights of one sub-block: qw * sqrt(sigma2 + x^2), sigma2
+ * twice the mean x^2 of the super-block (32 elements for iq4_nl, 256 for
+ * iq4_xs); ggml scales the sum by 2/size, a power of two, so exactly. */
+static float iq4_sigma2(const float *x, int size)
+{
+    float sigma2 = 0;
+    for (int j = 0; j < size; ++j) sigma2 += x[j] * x[j];
+    return sigma2 * (2.f / (float)size);
+}
+
+static void iq4_weights(const float *xb, const float *qw, float sigma2, float w[32])
+{
+    for (int j = 0; j < 32; ++j) w[j] = qw[j] * sqrtf(sigma2 + xb[j] * xb[j]);
+}
+
+static void encode_iq4_nl_search(const float *src, void *dst, size_t n, const float *qw)
 {
     fcq_block_iq4_nl *y = dst;
     for (size_t i = 0; i < n / 32; ++i) {
         const float *xb = src + 32 * i;
         fcq_block_iq4_nl b;
         uint8_t L[32];
+        float w[32];
         /* ggml's quantize_iq4_nl: ntry = 7, then every level re-chosen against
          * the f32 scale (1/0 -> 0, so a ~0 block gets the level nearest 0,
          * index 8: defined, unlike _ref's leftover nibbles). */
-        float d = iq4_subblock(xb, L, 7);
+        float d;
+        if (qw) {
+            iq4_weights(xb, qw + 32 * i, iq4_sigma2(xb, 32), w);
+            d = iq4_subblock_w(xb, L, 7, w);
+        } else {
+            d = iq4_subblock(xb, L, 7);
+        }
         fcq_put_f16(&b.d, d);
         float id = d != 0.f ? 1 / d : 0.f;
         for (int j = 0; j < 32; ++j) L[j] = (uint8_t)best_index_int8(16, kvalues_iq4nl, id * xb[j]);
@@ -130,7 +161,14 @@ void fcq_encode_iq4_nl_search(const float *src, void *dst, size_t n)
     }
 }
 
-void fcq_encode_iq4_xs(const float *src, void *dst, size_t n)
+void fcq_encode_iq4_nl_search(const float *src, void *dst, size_t n) { encode_iq4_nl_search(src, dst, n, NULL); }
+
+void fcq_encode_iq4_nl_w(const float *src, void *dst, size_t n, const float *qw)
+{
+    encode_iq4_nl_search(src, dst, n, qw);
+}
+
+static void encode_iq4_xs(const float *src, void *dst, size_t n, const float *qw)
 {
     const int8_t *values = kvalues_iq4nl;
     fcq_block_iq4_xs *y = dst;
@@ -138,10 +176,16 @@ void fcq_encode_iq4_xs(const float *src, void *dst, size_t n)
         const float *x = src + FCQ_QK_K * i;
         fcq_block_iq4_xs b;
         uint8_t L[FCQ_QK_K];
-        float scales[FCQ_QK_K / 32];
+        float scales[FCQ_QK_K / 32], w[32];
         float max_scale = 0, amax_scale = 0;
+        const float sigma2 = qw ? iq4_sigma2(x, FCQ_QK_K) : 0.f;
         for (int ib = 0; ib < FCQ_QK_K / 32; ++ib) {
-            scales[ib] = iq4_subblock(x + 32 * ib, L + 32 * ib, 7);
+            if (qw) {
+                iq4_weights(x + 32 * ib, qw + FCQ_QK_K * i + 32 * ib, sigma2, w);
+                scales[ib] = iq4_subblock_w(x + 32 * ib, L + 32 * ib, 7, w);
+            } else {
+                scales[ib] = iq4_subblock(x + 32 * ib, L + 32 * ib, 7);
+            }
             float abs_d = fabsf(scales[ib]);
             if (abs_d > amax_scale) { amax_scale = abs_d; max_scale = scales[ib]; }
         }
@@ -171,6 +215,10 @@ void fcq_encode_iq4_xs(const float *src, void *dst, size_t n)
         memcpy(&y[i], &b, sizeof b);
     }
 }
+
+void fcq_encode_iq4_xs(const float *src, void *dst, size_t n) { encode_iq4_xs(src, dst, n, NULL); }
+
+void fcq_encode_iq4_xs_w(const float *src, void *dst, size_t n, const float *qw) { encode_iq4_xs(src, dst, n, qw); }
 
 /* --- ternary: tq1_0, tq2_0 ------------------------------------------------------------ */
 

@@ -130,4 +130,28 @@ void fcq_encode_nvfp4(const float *src, void *dst, size_t n);
 void fcq_encode_q1_0(const float *src, void *dst, size_t n);
 void fcq_encode_q2_0(const float *src, void *dst, size_t n);
 
+
+/* --- importance-weighted encoders ---------------------------------------------------- */
+/* What ggml_quantize_chunk runs when it is given importance weights (an
+ * imatrix): ggml's quantize_row_<fmt>_impl / quantize_<fmt> with
+ * quant_weights, byte for byte. src is ONE row of n elements and qw its n
+ * weights (the q4_0..q5_1 searches use the row's mean square). */
+typedef void (*fcq_encode_w_fn)(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q4_0_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q4_1_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q5_0_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q5_1_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q2_K_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q3_K_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q4_K_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q5_K_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_q6_K_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_iq4_nl_w(const float *src, void *dst, size_t n, const float *qw);
+void fcq_encode_iq4_xs_w(const float *src, void *dst, size_t n, const float *qw);
+/* The weighted encoder of a format; NULL when ggml ignores the weights for it
+ * (q8_0, tq1_0, tq2_0, mxfp4, nvfp4, q1_0, q2_0: their rows are the same
+ * with or without an imatrix) or when there is no encoder here at all (the
+ * iq1/iq2/iq3 grid formats). */
+fcq_encode_w_fn fcq_weighted_encoder(uint32_t id);
+
 #endif

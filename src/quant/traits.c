@@ -64,3 +64,28 @@ int fcq_type_parse(const char *name, fcq_type *out)
     }
     return 0;
 }
+
+fcq_encode_w_fn fcq_weighted_encoder(uint32_t id)
+{
+    if (!fcq_traits_of(id)) return NULL;
+    switch ((fcq_type)id) {
+    case FCQ_Q4_0: return fcq_encode_q4_0_w;
+    case FCQ_Q4_1: return fcq_encode_q4_1_w;
+    case FCQ_Q5_0: return fcq_encode_q5_0_w;
+    case FCQ_Q5_1: return fcq_encode_q5_1_w;
+    case FCQ_Q2_K: return fcq_encode_q2_K_w;
+    case FCQ_Q3_K: return fcq_encode_q3_K_w;
+    case FCQ_Q4_K: return fcq_encode_q4_K_w;
+    case FCQ_Q5_K: return fcq_encode_q5_K_w;
+    case FCQ_Q6_K: return fcq_encode_q6_K_w;
+    case FCQ_IQ4_NL: return fcq_encode_iq4_nl_w;
+    case FCQ_IQ4_XS: return fcq_encode_iq4_xs_w;
+    /* the weights do not enter these formats' encoders in ggml */
+    case FCQ_Q8_0: case FCQ_Q8_1: case FCQ_Q8_K: case FCQ_TQ1_0: case FCQ_TQ2_0: case FCQ_MXFP4: case FCQ_NVFP4:
+    case FCQ_Q1_0: case FCQ_Q2_0: return NULL;
+    /* no encoder here (ggml's grid searches) */
+    case FCQ_IQ2_XXS: case FCQ_IQ2_XS: case FCQ_IQ3_XXS: case FCQ_IQ1_S: case FCQ_IQ3_S: case FCQ_IQ2_S:
+    case FCQ_IQ1_M: return NULL;
+    }
+    return NULL;
+}

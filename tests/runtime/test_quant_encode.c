@@ -346,3 +346,139 @@ Test(quant_encode, edge_rows)
         }
     }
 }
+
+/* ---- importance-weighted encoders (an imatrix) against ggml_quantize_chunk ---------- */
+
+/* What llama-quantize runs with an imatrix: ggml_quantize_chunk(type, rows,
+ * imatrix), which goes through quantize_<fmt>(..., quant_weights). Every
+ * generator above, 1..4 super-blocks, 6 seeds, and five kinds of weights:
+ * random positive over six decades, random with zeros among them, all
+ * zero, all one, and a few large among tiny (what an imatrix with outlier
+ * channels looks like). Several rows per call with one weight vector, as
+ * llama-quantize passes it, and a chunk that starts past row 0. */
+typedef size_t (*ggml_chunk_fn)(int type, const float *src, void *dst, int64_t start, int64_t nrows,
+                                int64_t n_per_row, const float *imatrix);
+
+typedef struct wfmt {
+    const char *name;
+    uint32_t type;
+    size_t block_elems, block_bytes;
+} wfmt;
+
+enum { W_RANDOM, W_SOME_ZERO, W_ZERO, W_ONES, W_SPIKY, W_COUNT };
+static const char *const wkind_names[W_COUNT] = {"random", "some zero", "all zero", "ones", "spiky"};
+
+static void fill_weights(int kind, float *w, size_t n, fct_rng *r)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (kind) {
+        case W_RANDOM: w[i] = (float)pow(10.0, fct_uniform(r, -3.0, 3.0)); break;
+        case W_SOME_ZERO: w[i] = fct_next(r) % 4 == 0 ? 0.0f : (float)fct_uniform(r, 1e-3, 10.0); break;
+        case W_ZERO: w[i] = 0.0f; break;
+        case W_ONES: w[i] = 1.0f; break;
+        default: w[i] = fct_next(r) % 16 == 0 ? (float)fct_uniform(r, 100.0, 1e4) : (float)fct_uniform(r, 0.0, 1e-2); break;
+        }
+    }
+}
+
+static void check_weighted(const wfmt *f)
+{
+    need_oracle();
+    ggml_chunk_fn chunk = (ggml_chunk_fn)fco_ggml_sym("ggml_quantize_chunk");
+    cr_assert(chunk != NULL, "the ggml oracle does not export ggml_quantize_chunk");
+    fcq_encode_w_fn enc = fcq_weighted_encoder(f->type);
+    cr_assert(enc != NULL, "%s has no weighted encoder", f->name);
+    enum { ROWS = 3, SEEDS = 6 };
+    const size_t max_row = MAX_N / f->block_elems * f->block_bytes;
+    float *x = malloc(ROWS * MAX_N * sizeof *x), *w = malloc(MAX_N * sizeof *w);
+    unsigned char *want = malloc(ROWS * max_row);
+    fct_buf got = fct_buf_new(ROWS * max_row, 1);
+    cr_assert(x && w && want);
+    long rows_checked = 0;
+    for (int g = 0; g < GEN_COUNT; g++)
+        for (int wk = 0; wk < W_COUNT; wk++)
+            for (size_t sb = 1; sb <= MAX_SB; sb++)
+                for (int s = 0; s < SEEDS; s++) {
+                    const size_t n = sb * FCQ_QK_K, row = n / f->block_elems * f->block_bytes;
+                    char seed_name[96];
+                    snprintf(seed_name, sizeof seed_name, "quant_encode/w/%s/%d/%d/%zu/%d", f->name, g, wk, sb, s);
+                    const uint64_t seed = fct_seed_of(seed_name);
+                    fct_rng rng = {seed};
+                    for (int r = 0; r < ROWS; r++) fill((gen)g, x + (size_t)r * n, n, f->block_elems, &rng);
+                    fill_weights(wk, w, n, &rng);
+                    memset(want, 0xEE, ROWS * max_row);
+                    /* rows 0..1 in one call, row 2 as a chunk that starts at row 2 */
+                    cr_assert_eq(chunk((int)f->type, x, want, 0, 2, (int64_t)n, w), 2 * row);
+                    cr_assert_eq(chunk((int)f->type, x, want, 2 * (int64_t)n, 1, (int64_t)n, w), row);
+                    for (int r = 0; r < ROWS; r++) enc(x + (size_t)r * n, got.data + (size_t)r * row, n, w);
+                    cr_assert(fct_buf_guards_ok(&got), "%s (weighted) wrote outside its bytes", f->name);
+                    for (size_t i = 0; i < ROWS * row; i++) {
+                        if (got.data[i] == want[i]) continue;
+                        const size_t b = (i % row) / f->block_bytes;
+                        const float *xb = x + (i / row) * n + b * f->block_elems;
+                        cr_assert_fail("%s with an imatrix (%s, weights %s, %zu super-blocks, seed %016llx): row %zu, "
+                                       "byte %zu of block %zu: ours %02x, ggml %02x (x = %a %a ..., w = %a %a ...)",
+                                       f->name, gen_names[g], wkind_names[wk], sb, (unsigned long long)seed, i / row,
+                                       i % f->block_bytes, b, got.data[i], want[i], (double)xb[0], (double)xb[1],
+                                       (double)w[b * f->block_elems], (double)w[b * f->block_elems + 1]);
+                        goto done;
+                    }
+                    rows_checked += ROWS;
+                }
+    cr_assert_eq(rows_checked, (long)GEN_COUNT * W_COUNT * MAX_SB * SEEDS * ROWS);
+done:
+    free(x);
+    free(w);
+    free(want);
+    fct_buf_free(&got);
+}
+
+#define WFMT_TEST(nm, id, blk)                                          \
+    Test(quant_encode, nm##_imatrix)                                    \
+    {                                                                   \
+        const wfmt f = {#nm, id, blk, sizeof(fcq_block_##nm)};          \
+        check_weighted(&f);                                             \
+    }
+
+WFMT_TEST(q4_0, FCQ_Q4_0, 32)
+WFMT_TEST(q4_1, FCQ_Q4_1, 32)
+WFMT_TEST(q5_0, FCQ_Q5_0, 32)
+WFMT_TEST(q5_1, FCQ_Q5_1, 32)
+WFMT_TEST(q2_K, FCQ_Q2_K, FCQ_QK_K)
+WFMT_TEST(q3_K, FCQ_Q3_K, FCQ_QK_K)
+WFMT_TEST(q4_K, FCQ_Q4_K, FCQ_QK_K)
+WFMT_TEST(q5_K, FCQ_Q5_K, FCQ_QK_K)
+WFMT_TEST(q6_K, FCQ_Q6_K, FCQ_QK_K)
+WFMT_TEST(iq4_nl, FCQ_IQ4_NL, 32)
+WFMT_TEST(iq4_xs, FCQ_IQ4_XS, FCQ_QK_K)
+
+/* The formats whose ggml encoders ignore the weights: ggml_quantize_chunk
+ * with an imatrix gives the bytes it gives without one, which are our
+ * unweighted encoders' (so a quantizer may pass weights to every type). */
+Test(quant_encode, weights_ignored)
+{
+    need_oracle();
+    ggml_chunk_fn chunk = (ggml_chunk_fn)fco_ggml_sym("ggml_quantize_chunk");
+    cr_assert(chunk != NULL);
+    static const wfmt ign[] = {{"q8_0", FCQ_Q8_0, 32, sizeof(fcq_block_q8_0)},
+                               {"tq1_0", FCQ_TQ1_0, FCQ_QK_K, sizeof(fcq_block_tq1_0)},
+                               {"tq2_0", FCQ_TQ2_0, FCQ_QK_K, sizeof(fcq_block_tq2_0)},
+                               {"mxfp4", FCQ_MXFP4, 32, sizeof(fcq_block_mxfp4)}};
+    float x[2 * FCQ_QK_K], w[2 * FCQ_QK_K];
+    unsigned char got[2 * 300], want[2 * 300];
+    for (size_t k = 0; k < sizeof ign / sizeof ign[0]; k++) {
+        cr_assert_null((void *)fcq_weighted_encoder(ign[k].type), "%s: the weights do not enter ggml's encoder",
+                       ign[k].name);
+        fct_rng rng = {fct_seed_of(ign[k].name)};
+        fill(GEN_NORMAL, x, 2 * FCQ_QK_K, ign[k].block_elems, &rng);
+        fill_weights(W_RANDOM, w, 2 * FCQ_QK_K, &rng);
+        const size_t nb = 2 * FCQ_QK_K / ign[k].block_elems * ign[k].block_bytes;
+        cr_assert_eq(chunk((int)ign[k].type, x, want, 0, 1, 2 * FCQ_QK_K, w), nb);
+        fcq_traits_of(ign[k].type)->encode(x, got, 2 * FCQ_QK_K);
+        cr_assert_arr_eq(got, want, nb, "%s with weights differs from without", ign[k].name);
+    }
+    /* no encoder for the grid formats, weighted or not */
+    cr_assert_null((void *)fcq_weighted_encoder(FCQ_IQ2_XXS));
+    cr_assert_null((void *)fcq_weighted_encoder(FCQ_IQ1_S));
+    cr_assert_null((void *)fcq_weighted_encoder(0 /* f32 */));
+}
