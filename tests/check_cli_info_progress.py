@@ -88,9 +88,15 @@ rc, out, tty = on_pty("make-model", fresh("tiny-quiet.gguf"), env=env)
 check(rc == 0 and tty == "", f"make-model with FUCINA_NO_PROGRESS: the terminal got {tty!r}")
 
 # ---- quantize --------------------------------------------------------------------
-r = run("quantize", model, fresh("q-pipe.gguf"), "Q8_0")
-check(r.returncode == 0 and "[" not in r.stderr and r.stdout.startswith("quantized Q8_0: "),
-      f"quantize off a terminal: exit {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}")
+qp = fresh("q-pipe.gguf")
+r = run("quantize", model, qp, "Q8_0")
+check(r.returncode == 0 and r.stderr == "" and re.fullmatch(
+    r"quantized Q8_0: 24 tensors \(\d+ re-encoded, 0 by fallback\), [\d.]+ M parameters; tensor data .*; files: " +
+    re.escape(f"{model} ") + r"[\d.]+ MiB -> " + re.escape(qp) + r" [\d.]+ MiB in [\d.]+ s \(general.file_type 7\)\n",
+    r.stdout), f"quantize off a terminal: not one summary line: exit {r.returncode}, stderr {r.stderr!r}, stdout {r.stdout!r}")
+r = run("quantize", model, fresh("q-dry.gguf"), "Q8_0", "--dry-run")
+check(r.returncode == 0 and r.stdout.splitlines()[-1].startswith("plan for Q8_0: 24 tensors"),
+      f"quantize --dry-run: the plan's last line is not the summary: {r.stdout[-300:]!r}")
 rc, out, tty = on_pty("quantize", model, fresh("q-tty.gguf"), "Q8_0")
 check(rc == 0 and re.search(r"^\[\s*\d+/\s*\d+\] token_embd\.weight ", tty, re.M) and out.startswith("quantized Q8_0: "),
       f"quantize on a terminal: exit {rc}, no per-tensor lines: {tty[:300]!r}")

@@ -196,17 +196,18 @@ int fc_cmd_quantize(int argc, char **argv)
     fc_ctx_free(ctx);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     double ne = s.n_elements > 0 ? (double)s.n_elements : 1.0;
-    printf("%s %s: %lld tensors (%lld re-encoded, %lld by fallback), %.3g M parameters\n",
+    /* one summary line (a log's, a script's); the per-tensor lines are --progress's */
+    printf("%s %s: %lld tensors (%lld re-encoded, %lld by fallback), %.3g M parameters; tensor data %.2f MiB "
+           "(%.2f bits/weight) -> %.2f MiB (%.2f bits/weight), %.1f%%",
            o.dry_run ? "plan for" : "quantized", o.type, (long long)s.n_tensors, (long long)s.n_changed,
-           (long long)s.n_fallback, ne / 1e6);
-    printf("tensor data: %.2f MiB (%.2f bits/weight) -> %.2f MiB (%.2f bits/weight), %.1f%%\n", mib(s.bytes_in),
-           8.0 * (double)s.bytes_in / ne, mib(s.bytes_out), 8.0 * (double)s.bytes_out / ne,
-           s.bytes_in ? 100.0 * (double)s.bytes_out / (double)s.bytes_in : 0.0);
+           (long long)s.n_fallback, ne / 1e6, mib(s.bytes_in), 8.0 * (double)s.bytes_in / ne, mib(s.bytes_out),
+           8.0 * (double)s.bytes_out / ne, s.bytes_in ? 100.0 * (double)s.bytes_out / (double)s.bytes_in : 0.0);
     if (!o.dry_run) {
         struct stat a, b;
         if (stat(pos[0], &a) == 0 && stat(pos[1], &b) == 0)
-            printf("files: %s %.2f MiB -> %s %.2f MiB in %.2f s (general.file_type %d)\n", pos[0],
+            printf("; files: %s %.2f MiB -> %s %.2f MiB in %.2f s (general.file_type %d)", pos[0],
                    mib((uint64_t)a.st_size), pos[1], mib((uint64_t)b.st_size), secs, s.ftype);
     }
+    printf("\n");
     return 0;
 }
