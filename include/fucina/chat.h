@@ -199,11 +199,17 @@ typedef struct fc_chat_render_options {
  *   {"name": "NAME", "parameters": ARGS}
  * results are "ipython" turns holding the result as a JSON string. Llama's
  * built-in tools (<|python_tag|>, brave_search, code_interpreter) are not
- * offered. */
+ * offered. MISTRAL (mistral-v3: Mistral 7B v0.3; mistral-v3-tekken: Mistral
+ * Nemo): their templates' [AVAILABLE_TOOLS] before the last user turn, the
+ * calls as one list after the [TOOL_CALLS] control token,
+ *   [TOOL_CALLS] [{"name": "NAME", "arguments": ARGS}, ...]
+ * (tekken without the space), written back with each call's 9-character
+ * id, and results as [TOOL_RESULTS] blocks naming it. */
 typedef enum fc_chat_tool_format {
     FC_CHAT_TOOLS_HERMES = 0,
     FC_CHAT_TOOLS_GENERIC = 1,
     FC_CHAT_TOOLS_LLAMA3_JSON = 2,
+    FC_CHAT_TOOLS_MISTRAL = 3,
 } fc_chat_tool_format;
 FC_API fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t);
 
@@ -213,19 +219,29 @@ FC_API fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t);
  * with ARGS a JSON object. The call's JSON object starts obj_at bytes into
  * open and ends with tail's "}"; close follows it after optional blanks.
  * Text before a call, and calls after each other, are joined by newlines
- * (dropped when the reply is split). */
+ * (dropped when the reply is split). A list syntax (next non-NULL: Mistral)
+ * opens once and lists its calls:
+ *   open name_at NAME sep ARGS tail (next name_at NAME sep ARGS tail)* end
+ * open_token: the control token open starts with, which a grammar names as
+ * a token (NULL: open is text). */
 typedef struct fc_chat_tool_syntax {
     const char *open;     /* where a call starts: the lazy grammar's trigger */
     const char *name_at;  /* from the end of open to the function name */
     const char *sep;      /* from the end of the name to the arguments */
-    const char *tail;     /* after the arguments */
+    const char *tail;     /* after the arguments; each \x01 in it stands for one of [a-zA-Z0-9] */
     const char *close;    /* after the call's JSON object ("" when none) */
     const char *args_key; /* the member holding the arguments */
     size_t obj_at;        /* the call's JSON object starts this far into open */
     int max_calls;        /* 0: any number of calls; else at most this many a reply */
+    const char *next;     /* a list syntax: between two calls of the list (NULL: not a list) */
+    const char *end;      /* a list syntax: after its last call */
+    const char *open_token;
 } fc_chat_tool_syntax;
 /* NULL for a family in the GENERIC format (and for t out of range). */
 FC_API const fc_chat_tool_syntax *fc_chat_template_tool_syntax(fc_chat_template t);
+/* p[0..n) against a syntax's tail: 1 it holds the whole tail, 0 it is a
+ * beginning of it (a stream waits for more), -1 it is not. */
+FC_API int fc_chat_tool_tail_match(const char *p, size_t n, const char *tail);
 
 /* Which calls a reply may make (OpenAI's tool_choice; "none" is no tools). */
 typedef enum fc_chat_tool_choice {
@@ -260,7 +276,7 @@ FC_API struct fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t,
 /* A reply split into its text and its calls (fc_chat_parse_tool_calls). */
 typedef struct fc_chat_tool_reply {
     char *content;           /* the text outside the calls ("" when none) */
-    fc_chat_tool_call *calls; /* id NULL; name and arguments malloc'd */
+    fc_chat_tool_call *calls; /* name, arguments and id malloc'd; id: the model's own (Mistral's), else NULL */
     size_t n_calls;
 } fc_chat_tool_reply;
 

@@ -138,6 +138,11 @@ typedef struct fc_make_model_options {
      * after each slab of rows, as fc_llm_load_options.progress is (fc_cli_progress_update fits) */
     void (*progress)(double fraction, void *user);
     void *progress_user;
+    /* NULL: the family's own chat template (Mixtral: mistral-v1). Otherwise a template family's
+     * name (fc_chat_template_from_name: "mistral-v3", "chatml", ...), whose reference text is
+     * written; for llama a mistral or llama2 family also gives it the SentencePiece vocabulary
+     * (Mistral 7B's and Llama 2's layout, with Mistral's tool tokens). */
+    const char *chat_template;
 } fc_make_model_options;
 
 /* Write a model with llama.cpp's tensor names and metadata keys and a real

@@ -34,7 +34,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: fucina make-model [--arch ARCH] [--preset NAME] [--dtype TYPE] [--mix MIX] [--moe]\n"
                "                          [--rope-freqs] [--rope-scaling linear|yarn] [--rope-scale F]\n"
-               "                          [--n-vocab N] [--seed S] [--untied] OUT.gguf\n\n"
+               "                          [--n-vocab N] [--seed S] [--untied] [--chat-template NAME] OUT.gguf\n\n"
                "Writes a random-weight model with llama.cpp's tensor names and metadata keys and a real\n"
                "byte-level BPE vocabulary (it loads in llama.cpp). Defaults: qwen3, tiny, f32, seed 1,\n"
                "output tied to token_embd (--untied writes output.weight).\n"
@@ -50,6 +50,10 @@ static void help(FILE *f)
                "q5_K->q5_1, q6_K->q8_0); or a llama-quantize mix with llama.cpp's per-tensor rules:\n"
                "Q4_K_M, Q4_K_S, Q5_K_M, ... (--mix NAME forces the mix reading, e.g. --mix Q6_K).\n"
                "--n-vocab N: Qwen3's vocabulary layout with N ids (>= 151669; 0.6b uses 151936) for any preset.\n"
+               "--chat-template NAME: write that template family's text instead of the family's own\n"
+               "(chatml, qwen3, llama3, mistral-v1, mistral-v3, mistral-v3-tekken, ...); llama with a mistral\n"
+               "or llama2 template gets the SentencePiece vocabulary (Mistral 7B: --arch llama --chat-template\n"
+               "mistral-v3).\n"
                "On a terminal a progress bar is drawn on stderr while the tensors are written\n"
                "(FUCINA_NO_PROGRESS=1: none); then one summary line on stdout (the file, family, preset,\n"
                "weight type, tensors, parameters, size, time).\n"
@@ -106,6 +110,8 @@ int fc_cmd_make_model(int argc, char **argv)
                 fprintf(stderr, "fucina make-model: --seed '%s' is not an integer in 0..18446744073709551615\n", v);
                 return 2;
             }
+        } else if (!strcmp(a, "--chat-template") && has) {
+            o.chat_template = argv[++i];
         } else if (!strcmp(a, "--untied")) {
             o.untied = 1;
         } else if (!strcmp(a, "--moe")) {

@@ -51,6 +51,9 @@ int fc_chat_put_tool_json(fc_chat_buf *b, const char *json);
 int fc_chat_put_tool_json_indent(fc_chat_buf *b, const char *json, int indent);
 /* A string as json.dumps writes it (quoted, escaped), as content. */
 int fc_chat_put_py_string(fc_chat_buf *b, const char *s, size_t n);
+/* A parsed JSON value as json.dumps writes it, as content. */
+struct fj_val;
+int fc_chat_put_py_value(fc_chat_buf *b, const struct fj_val *v);
 /* Qwen3's system turn with tools (system: the first system message's text
  * or NULL); 0 or -1 (out of memory). */
 int fc_chat_put_hermes_tools(fc_chat_buf *b, const char *system, const fc_chat_render_options *o);
@@ -60,6 +63,15 @@ int fc_chat_put_hermes_calls(fc_chat_buf *b, const fc_chat_message *m, int conte
  * and the reply format, calls as JSON replies, then the family's renderer. */
 fc_status fc_chat_render_generic(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs,
                                  size_t n, const fc_chat_render_options *o, fc_chat_buf *b);
+/* Python's str.strip() (Jinja's trim): s without the leading and trailing
+ * characters str.isspace() accepts, Unicode spaces included: *p, *n. */
+void fc_chat_py_strip(const char *s, const char **p, size_t *n);
+/* Mistral's 9-character call id for id (itself when it has 9 characters;
+ * else 9 of [a-zA-Z0-9] hashed from it; NULL hashes as ""). */
+void fc_chat_mistral_call_id(const char *id, char out[10]);
+/* Render in Mistral's tool format, v3 or v3-tekken (chat_tools_mistral.c). */
+fc_status fc_chat_render_mistral_tools(fc_ctx *ctx, const char *who, fc_chat_template t, const fc_chat_message *msgs,
+                                       size_t n, const fc_chat_render_options *o, fc_chat_buf *b);
 /* Render in Llama 3.1's JSON tool format (src/llm/chat_tools_llama3.c). */
 fc_status fc_chat_render_llama3_tools(fc_ctx *ctx, const char *who, const fc_chat_message *msgs, size_t n,
                                       const fc_chat_render_options *o, fc_chat_buf *b);

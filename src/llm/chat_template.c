@@ -445,6 +445,7 @@ fc_status fc_chat_render_buf(fc_ctx *ctx, const char *who, fc_chat_template t, c
     if (tools) switch (fc_chat_template_tool_format(t)) {
         case FC_CHAT_TOOLS_GENERIC: return fc_chat_render_generic(ctx, who, t, msgs, n, &o, b);
         case FC_CHAT_TOOLS_LLAMA3_JSON: return fc_chat_render_llama3_tools(ctx, who, msgs, n, &o, b);
+        case FC_CHAT_TOOLS_MISTRAL: return fc_chat_render_mistral_tools(ctx, who, t, msgs, n, &o, b);
         case FC_CHAT_TOOLS_HERMES: break; /* below, with the family's renderer */
         }
     int ok = !fc_chat_buf_put(b, "", 0);

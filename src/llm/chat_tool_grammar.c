@@ -218,11 +218,36 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
     /* root: the calls (and, generic with auto, the text answer); a syntax's calls follow
      * each other after a newline, a generic reply lists them */
     const int single = o.single || (syn && syn->max_calls == 1);
-    if (syn) fj_raws(&g, "root ::= call");
-    else if (o.choice == FC_CHAT_TOOL_CHOICE_AUTO)
+    const int list = syn && syn->next;
+    if (list) { /* the opening (its control token named as a token), the calls, the end */
+        fj_raws(&g, "root ::= ");
+        const char *rest = syn->open;
+        if (syn->open_token) {
+            fj_printf(&g, "<%s> ", syn->open_token);
+            rest += strlen(syn->open_token);
+        }
+        fj_raws(&g, "\"");
+        gbnf_literal(&g, rest);
+        fj_raws(&g, "\" call");
+    } else if (syn) {
+        fj_raws(&g, "root ::= call");
+    } else if (o.choice == FC_CHAT_TOOL_CHOICE_AUTO) {
         fj_raws(&g, "root ::= \"{\\\"response\\\": \" string \"}\" | \"{\\\"tool_calls\\\": [\" call");
-    else fj_raws(&g, "root ::= \"{\\\"tool_calls\\\": [\" call");
-    if (!single) fj_raws(&g, syn ? " ( \"\\n\" call )*" : " ( \", \" call )*");
+    } else {
+        fj_raws(&g, "root ::= \"{\\\"tool_calls\\\": [\" call");
+    }
+    if (!single && list) {
+        fj_raws(&g, " ( \"");
+        gbnf_literal(&g, syn->next);
+        fj_raws(&g, "\" call )*");
+    } else if (!single) {
+        fj_raws(&g, syn ? " ( \"\\n\" call )*" : " ( \", \" call )*");
+    }
+    if (list) {
+        fj_raws(&g, " \"");
+        gbnf_literal(&g, syn->end);
+        fj_raws(&g, "\"");
+    }
     if (!syn) fj_raws(&g, " \"]}\"");
     fj_raws(&g, "\ncall ::= ");
     for (size_t i = 0; i < n_tools; i++) {
@@ -230,7 +255,7 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
         if (named < 0 && i) fj_raws(&g, " | ");
         fj_raws(&g, "\"");
         if (syn) {
-            gbnf_literal(&g, syn->open);
+            if (!list) gbnf_literal(&g, syn->open);
             gbnf_literal(&g, syn->name_at);
         } else {
             gbnf_literal(&g, "{\"name\": \"");
@@ -238,7 +263,14 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
         gbnf_literal(&g, defs[i].name);
         gbnf_literal(&g, syn ? syn->sep : "\", \"arguments\": ");
         fj_printf(&g, "\" t%zu \"", i);
-        gbnf_literal(&g, syn ? syn->tail : "}");
+        for (const char *q = syn ? syn->tail : "}"; *q; q++) { /* \x01: an id character */
+            if (*q != '\x01') {
+                const char one[2] = {*q, 0};
+                gbnf_literal(&g, one);
+            } else {
+                fj_raws(&g, "\" [a-zA-Z0-9] \"");
+            }
+        }
         fj_raws(&g, "\"");
     }
     fj_raws(&g, "\n");
@@ -250,7 +282,8 @@ fc_grammar *fc_chat_tools_grammar(fc_ctx *ctx, fc_chat_template t, const char *c
         goto out;
     }
     gr = fc_grammar_parse(ctx, g.p, g.n, "root");
-    if (gr && syn && o.choice == FC_CHAT_TOOL_CHOICE_AUTO && trigger) *trigger = syn->open;
+    if (gr && syn && o.choice == FC_CHAT_TOOL_CHOICE_AUTO && trigger)
+        *trigger = syn->open_token ? syn->open_token : syn->open;
 out:
     for (size_t i = 0; i < n_tools; i++) free(defs[i].schema);
     free(defs);
@@ -267,6 +300,7 @@ void fc_chat_tool_reply_free(fc_chat_tool_reply *r)
     for (size_t i = 0; i < r->n_calls; i++) {
         free((char *)r->calls[i].name);
         free((char *)r->calls[i].arguments);
+        free((char *)r->calls[i].id);
     }
     free(r->calls);
     *r = (fc_chat_tool_reply){0};
@@ -397,6 +431,104 @@ static const char *json_object_end(const char *p, const char *e)
     return closed ? z : NULL;
 }
 
+/* Append a call named name[0..nn) with arguments a[0..na): 0 or -1 (out of memory). */
+static int push_call(fc_chat_tool_reply *r, const char *name, size_t nn, const char *a, size_t na)
+{
+    fc_chat_tool_call *c = realloc(r->calls, (r->n_calls + 1) * sizeof *c);
+    if (c) r->calls = c;
+    char *nm = strndup(name, nn), *ar = strndup(a, na);
+    if (!c || !nm || !ar) {
+        free(nm), free(ar);
+        return -1;
+    }
+    r->calls[r->n_calls++] = (fc_chat_tool_call){.name = nm, .arguments = ar};
+    return 0;
+}
+
+static int starts(const char *p, size_t n, const char *s, size_t ns) { return n >= ns && !memcmp(p, s, ns); }
+/* p[0..n) is a proper beginning of s[0..ns) (all of p, fewer bytes than s). */
+static int begins(const char *p, size_t n, const char *s, size_t ns) { return n < ns && !memcmp(p, s, n); }
+
+/* A reply in a list syntax (Mistral's [TOOL_CALLS] [...]), read by the rules
+ * the server's stream splitter follows (src/serve/tools.c), so a reply
+ * parses as it streams: text before the opening is content (its trailing
+ * newlines dropped); a list whose first call's head is not the syntax's
+ * leaves its opening as text; a list that goes wrong later ends there (what
+ * it read is dropped, its whole calls kept) and the scan goes on; a reply
+ * cut inside a call keeps the call with the arguments it got; newlines
+ * after a list's end are dropped. -1: out of memory. */
+static int parse_list(const fc_chat_tool_syntax *syn, const char *text, size_t len, fc_chat_tool_reply *out,
+                      fj_buf *content)
+{
+    const size_t no = strlen(syn->open), nh = strlen(syn->name_at), ns = strlen(syn->sep), nt = strlen(syn->tail),
+                 nx = strlen(syn->next), ne = strlen(syn->end);
+    size_t at = 0;
+    while (at < len) {
+        const char *o = NULL;
+        for (size_t i = at; i + no <= len && !o; i++)
+            if (!memcmp(text + i, syn->open, no)) o = text + i;
+        if (!o) {
+            fj_raw(content, text + at, len - at);
+            break;
+        }
+        size_t keep = (size_t)(o - text) - at;
+        while (keep && text[at + keep - 1] == '\n') keep--;
+        fj_raw(content, text + at, keep);
+        size_t p = (size_t)(o - text) + no;
+        for (size_t k = 0;; k++) {
+            /* the head: name_at NAME sep */
+            const char *q = NULL;
+            size_t nn = 0;
+            int head = starts(text + p, len - p, syn->name_at, nh);
+            if (head) {
+                q = memchr(text + p + nh, '"', len - p - nh);
+                nn = q ? (size_t)(q - text) - p - nh : 0;
+                head = q && nn > 0 && nn <= 64 && starts(q, len - (size_t)(q - text), syn->sep, ns);
+            }
+            if (!head) {
+                if (k == 0) fj_raw(content, syn->open, no);
+                at = p;
+                break;
+            }
+            const char *a = q + ns;
+            int closed;
+            const char *z = json_nesting_end(a, text + len, &closed);
+            if (push_call(out, text + p + nh, nn, a, (size_t)(z - a))) return -1;
+            if (!closed) return 0; /* cut short inside the arguments */
+            p = (size_t)(z - text);
+            const int tm = fc_chat_tool_tail_match(text + p, len - p, syn->tail);
+            if (tm == 0) return 0; /* cut short in the tail */
+            if (tm < 0) {
+                at = p;
+                break;
+            }
+            const char *idc = memchr(syn->tail, '\x01', nt); /* the model's id, where the tail has one */
+            if (idc) {
+                size_t ni = 0;
+                while (idc[ni] == '\x01') ni++;
+                char *id = strndup(text + p + (size_t)(idc - syn->tail), ni);
+                if (!id) return -1;
+                out->calls[out->n_calls - 1].id = id;
+            }
+            p += nt;
+            if (starts(text + p, len - p, syn->next, nx)) {
+                p += nx;
+                continue;
+            }
+            if (starts(text + p, len - p, syn->end, ne)) {
+                p += ne;
+                while (p < len && text[p] == '\n') p++;
+                at = p;
+                break;
+            }
+            if (begins(text + p, len - p, syn->next, nx) || begins(text + p, len - p, syn->end, ne)) return 0;
+            at = p;
+            break;
+        }
+    }
+    return 0;
+}
+
 fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *text, size_t len,
                                    fc_chat_tool_reply *out)
 {
@@ -415,6 +547,8 @@ fc_status fc_chat_parse_tool_calls(fc_ctx *ctx, fc_chat_template t, const char *
             fj_raw(&content, text, len);
         }
         fj_free(d);
+    } else if (fc_chat_template_tool_syntax(t)->next) {
+        oom = parse_list(fc_chat_template_tool_syntax(t), text, len, out, &content) < 0;
     } else {
         const fc_chat_tool_syntax *syn = fc_chat_template_tool_syntax(t);
         const char *open_tag = syn->open, *close = syn->close;

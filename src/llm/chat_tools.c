@@ -26,9 +26,9 @@ fc_chat_tool_format fc_chat_template_tool_format(fc_chat_template t) {
     case FC_CHAT_TEMPLATE_CHATML:
     case FC_CHAT_TEMPLATE_QWEN3: return FC_CHAT_TOOLS_HERMES;
     case FC_CHAT_TEMPLATE_LLAMA3: return FC_CHAT_TOOLS_LLAMA3_JSON;
-    case FC_CHAT_TEMPLATE_MISTRAL_V1:
     case FC_CHAT_TEMPLATE_MISTRAL_V3:
-    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN: return FC_CHAT_TOOLS_MISTRAL;
+    case FC_CHAT_TEMPLATE_MISTRAL_V1: /* no tools in v0.1 / v0.2 */
     case FC_CHAT_TEMPLATE_MISTRAL_V7:
     case FC_CHAT_TEMPLATE_GEMMA:
     case FC_CHAT_TEMPLATE_PHI3:
@@ -63,11 +63,50 @@ static const fc_chat_tool_syntax k_llama3 = {
     .max_calls = 1,
 };
 
+/* the calls as one list after the [TOOL_CALLS] control token, each with the
+ * 9-character id the template writes after its arguments (the model writes
+ * one too, as llama.cpp's grammar asks: it is what the model was trained on) */
+static const fc_chat_tool_syntax k_mistral_v3 = {
+    .open = "[TOOL_CALLS] [",
+    .name_at = "{\"name\": \"",
+    .sep = "\", \"arguments\": ",
+    .tail = ", \"id\": \"\x01\x01\x01\x01\x01\x01\x01\x01\x01\"}",
+    .close = "",
+    .args_key = "arguments",
+    .obj_at = sizeof "[TOOL_CALLS] [" - 1,
+    .next = ", ",
+    .end = "]",
+    .open_token = "[TOOL_CALLS]",
+};
+static const fc_chat_tool_syntax k_mistral_tekken = {
+    .open = "[TOOL_CALLS][",
+    .name_at = "{\"name\": \"",
+    .sep = "\", \"arguments\": ",
+    .tail = ", \"id\": \"\x01\x01\x01\x01\x01\x01\x01\x01\x01\"}",
+    .close = "",
+    .args_key = "arguments",
+    .obj_at = sizeof "[TOOL_CALLS][" - 1,
+    .next = ", ",
+    .end = "]",
+    .open_token = "[TOOL_CALLS]",
+};
+
+int fc_chat_tool_tail_match(const char *p, size_t n, const char *tail) {
+    size_t i = 0;
+    for (; tail[i] && i < n; i++) {
+        const unsigned char c = (unsigned char)p[i];
+        const int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        if (tail[i] == '\x01' ? !alnum : p[i] != tail[i]) return -1;
+    }
+    return tail[i] ? 0 : 1;
+}
+
 const fc_chat_tool_syntax *fc_chat_template_tool_syntax(fc_chat_template t) {
     if (!fc_chat_template_name(t)) return NULL;
     switch (fc_chat_template_tool_format(t)) {
     case FC_CHAT_TOOLS_HERMES: return &k_hermes;
     case FC_CHAT_TOOLS_LLAMA3_JSON: return &k_llama3;
+    case FC_CHAT_TOOLS_MISTRAL: return t == FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN ? &k_mistral_tekken : &k_mistral_v3;
     case FC_CHAT_TOOLS_GENERIC: return NULL;
     }
     return NULL;
@@ -216,6 +255,39 @@ static int py_value(fc_chat_buf *b, const fj_val *v) {
     return -1;
 }
 
+/* ---- Python's str.strip(), Jinja's trim ---- */
+
+/* The length of the Python whitespace character (str.isspace) at p[0..n),
+ * or 0 when p does not start with one. */
+static size_t py_space_at(const unsigned char *p, size_t n)
+{
+    if ((p[0] >= 0x09 && p[0] <= 0x0d) || (p[0] >= 0x1c && p[0] <= 0x20)) return 1;
+    if (n >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2; /* U+0085 U+00A0 */
+    if (n < 3) return 0;
+    const unsigned cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
+    if ((p[0] & 0xf0) != 0xe0 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
+    const int space = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
+                      cp == 0x205f || cp == 0x3000;
+    return space ? 3 : 0;
+}
+
+/* The length of the Python whitespace character ending at p[n), or 0. */
+static size_t py_space_before(const unsigned char *p, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++)
+        if (py_space_at(p + n - k, k) == k) return k;
+    return 0;
+}
+
+void fc_chat_py_strip(const char *s, const char **p, size_t *n)
+{
+    const char *a = s;
+    size_t len = strlen(s);
+    for (size_t k; len && (k = py_space_at((const unsigned char *)a, len));) a += k, len -= k;
+    for (size_t k; len && (k = py_space_before((const unsigned char *)a, len));) len -= k;
+    *p = a, *n = len;
+}
+
 /* ---- checks ---- */
 
 fc_status fc_chat_tools_check(fc_ctx *ctx, const char *who, const fc_chat_message *msgs, size_t n,
@@ -278,6 +350,8 @@ int fc_chat_put_tool_json_indent(fc_chat_buf *b, const char *json, int indent) {
 int fc_chat_put_tool_json(fc_chat_buf *b, const char *json) { return fc_chat_put_tool_json_indent(b, json, 0); }
 
 int fc_chat_put_py_string(fc_chat_buf *b, const char *s, size_t n) { return py_string(b, s, n); }
+
+int fc_chat_put_py_value(fc_chat_buf *b, const fj_val *v) { return py_value(b, v); }
 
 int fc_chat_put_hermes_tools(fc_chat_buf *b, const char *system, const fc_chat_render_options *o) {
     static const char head[] = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"

@@ -24,33 +24,9 @@ typedef struct view {
     size_t n;
 } view;
 
-/* The length of the Python whitespace character (str.isspace) at p[0..n),
- * or 0 when p does not start with one. */
-static size_t py_space_at(const unsigned char *p, size_t n)
-{
-    if ((p[0] >= 0x09 && p[0] <= 0x0d) || (p[0] >= 0x1c && p[0] <= 0x20)) return 1;
-    if (n >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2; /* U+0085 U+00A0 */
-    if (n < 3) return 0;
-    const unsigned cp = ((p[0] & 0x0fu) << 12) | ((p[1] & 0x3fu) << 6) | (p[2] & 0x3fu);
-    if ((p[0] & 0xf0) != 0xe0 || (p[1] & 0xc0) != 0x80 || (p[2] & 0xc0) != 0x80) return 0;
-    const int space = cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 || cp == 0x202f ||
-                      cp == 0x205f || cp == 0x3000;
-    return space ? 3 : 0;
-}
-
-/* The length of the Python whitespace character ending at p[n), or 0. */
-static size_t py_space_before(const unsigned char *p, size_t n)
-{
-    for (size_t k = 1; k <= 3 && k <= n; k++)
-        if (py_space_at(p + n - k, k) == k) return k;
-    return 0;
-}
-
-static view py_strip(const char *s)
-{
-    view v = {s, strlen(s)};
-    for (size_t k; v.n && (k = py_space_at((const unsigned char *)v.p, v.n));) v.p += k, v.n -= k;
-    for (size_t k; v.n && (k = py_space_before((const unsigned char *)v.p, v.n));) v.n -= k;
+static view py_strip(const char *s) {
+    view v;
+    fc_chat_py_strip(s, &v.p, &v.n);
     return v;
 }
 

@@ -90,6 +90,26 @@ static const family_values k_family[] = {
     {FC_LLM_ARCH_PHI3, 10000.0, 0, 0, 0, 0, 0, VOCAB_SPM, FC_CHAT_TEMPLATE_PHI3, "<|endoftext|>"},
 };
 
+/* A template family whose models use SentencePiece (Mistral's, Llama 2's). */
+static int spm_template(fc_chat_template t) {
+    switch (t) {
+    case FC_CHAT_TEMPLATE_MISTRAL_V1:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3:
+    case FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN:
+    case FC_CHAT_TEMPLATE_MISTRAL_V7:
+    case FC_CHAT_TEMPLATE_LLAMA2:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_BOS:
+    case FC_CHAT_TEMPLATE_LLAMA2_SYS_STRIP: return 1;
+    case FC_CHAT_TEMPLATE_CHATML:
+    case FC_CHAT_TEMPLATE_QWEN3:
+    case FC_CHAT_TEMPLATE_LLAMA3:
+    case FC_CHAT_TEMPLATE_GEMMA:
+    case FC_CHAT_TEMPLATE_PHI3: return 0;
+    }
+    return 0;
+}
+
 static const family_values *family_of(fc_llm_arch arch) {
     for (size_t i = 0; i < sizeof k_family / sizeof k_family[0]; i++)
         if (k_family[i].arch == arch) return &k_family[i];
@@ -100,8 +120,8 @@ static const family_values *family_of(fc_llm_arch arch) {
  * with unused "[PADn]" tokens to n_vocab when that is larger (a benchmark
  * model of a real vocabulary's size; the Qwen layout lays out its own).
  * 0, or -1 (out of memory, or n_vocab too small for the Qwen layout). */
-static int build_vocab(mm_vocab *v, const family_values *fv, int moe, int64_t n_vocab) {
-    const vocab_layout lay = moe && fv->arch == FC_LLM_ARCH_LLAMA ? VOCAB_SPM : fv->vocab;
+static int build_vocab(mm_vocab *v, const family_values *fv, int spm_llama, int64_t n_vocab) {
+    const vocab_layout lay = spm_llama && fv->arch == FC_LLM_ARCH_LLAMA ? VOCAB_SPM : fv->vocab;
     switch (lay) {
     case VOCAB_QWEN: return mm_vocab_build(v, n_vocab);
     case VOCAB_LLAMA3:
@@ -411,7 +431,13 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     size_t buf_cap = 0;
     progress pr = {.opt = opt};
     const family_values *fv = family_of(d->arch);
-    if (build_vocab(&v, fv, hp->n_expert > 0, n_vocab)) {
+    /* the template written: the family's own (Mixtral: Mistral's), or the one asked for */
+    fc_chat_template tmpl = hp->n_expert > 0 && d->arch == FC_LLM_ARCH_LLAMA ? FC_CHAT_TEMPLATE_MISTRAL_V1 : fv->tmpl;
+    if (opt->chat_template && fc_chat_template_from_name(ctx, opt->chat_template, &tmpl) != FC_OK) {
+        st = FC_ERR_INVALID_ARG;
+        goto done;
+    }
+    if (build_vocab(&v, fv, hp->n_expert > 0 || spm_template(tmpl), n_vocab)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory building the vocabulary");
         st = FC_ERR_OOM;
         goto done;
@@ -450,10 +476,7 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     }
     TRY(mm_vocab_write(w, &v));
     /* the family's own template (Mixtral: Mistral's), so fucina chat and llama.cpp pick the real format */
-    TRY(fc_gguf_set_str(w, "tokenizer.chat_template",
-                        fc_chat_template_text(hp->n_expert > 0 && d->arch == FC_LLM_ARCH_LLAMA
-                                                  ? FC_CHAT_TEMPLATE_MISTRAL_V1
-                                                  : fv->tmpl)));
+    TRY(fc_gguf_set_str(w, "tokenizer.chat_template", fc_chat_template_text(tmpl)));
     if (mix) { /* last, in this order, as llama-quantize (and fc_gguf_quantize) re-set them */
         TRY(fc_gguf_set_u32(w, "general.quantization_version", 2));
         TRY(fc_gguf_set_u32(w, "general.file_type", (uint32_t)mix->ftype));

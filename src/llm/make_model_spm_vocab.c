@@ -270,6 +270,10 @@ static const struct {
     {"<|system|>", FC_TOKEN_TYPE_CONTROL},      {"<|end|>", FC_TOKEN_TYPE_CONTROL},
     {"<|user|>", FC_TOKEN_TYPE_USER_DEFINED},   {"<|assistant|>", FC_TOKEN_TYPE_USER_DEFINED},
     {"<|placeholder1|>", FC_TOKEN_TYPE_UNUSED},
+    /* Mistral's tool markup (v3 vocabularies) */
+    {"[AVAILABLE_TOOLS]", FC_TOKEN_TYPE_CONTROL}, {"[/AVAILABLE_TOOLS]", FC_TOKEN_TYPE_CONTROL},
+    {"[TOOL_CALLS]", FC_TOKEN_TYPE_CONTROL},      {"[TOOL_RESULTS]", FC_TOKEN_TYPE_CONTROL},
+    {"[/TOOL_RESULTS]", FC_TOKEN_TYPE_CONTROL},
 };
 
 int mm_spm_vocab_build(mm_vocab *v)

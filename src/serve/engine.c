@@ -251,7 +251,10 @@ static int slot_start(srv_engine *e, slot *sl, srv_req *r) {
     sl->n_cache = keep;
     sl->n_done = keep;
     sl->smp = fc_sampler_new(e->ctx, &r->gp.sp);
-    sl->ds = fc_detok_stream_new(e->ctx, e->tok, 0);
+    /* Mistral's calls open with the [TOOL_CALLS] control token: its text goes into the reply,
+     * where the tool splitter reads it (serve/tools.c) */
+    sl->ds = fc_detok_stream_new(e->ctx, e->tok,
+                                 r->gp.tool_format == (int)FC_CHAT_TOOLS_MISTRAL ? FC_DETOKENIZE_UNPARSE_SPECIAL : 0);
     sl->gm = r->gp.grammar ? fc_grammar_matcher_new(e->ctx, r->gp.grammar, e->tok, e->eog, e->n_eog) : NULL;
     if (sl->gm && r->gp.trigger && fc_grammar_matcher_set_trigger(sl->gm, r->gp.trigger) != FC_OK) {
         fc_grammar_matcher_free(sl->gm);

@@ -172,7 +172,7 @@ static void syntax_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             while (text && p[text - 1] == '\n') text--;
             if (text) k->content(k->user, p, text);
             drop(s, before + n_open);
-            s->mode = 1;
+            s->mode = 1, s->in_list = 0;
             continue;
         }
         if (s->mode == 1) { /* \n{"name": "NAME", "arguments": */
@@ -196,9 +196,10 @@ static void syntax_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
                 }
             }
             if (bad || final) { /* not a call after all: it is text */
-                k->content(k->user, k_open, n_open);
                 s->mode = 0;
-                if (!final) continue;
+                if (s->in_list) continue; /* a list gone wrong ends there; what follows is read again */
+                k->content(k->user, k_open, n_open);
+                if (!final || s->syn->next) continue;
                 k->content(k->user, p, n);
                 drop(s, n);
                 return;
@@ -230,22 +231,49 @@ static void syntax_step(srv_tool_stream *s, const srv_tool_sink *k, int final) {
             s->mode = 3;
             continue;
         }
+        if (s->mode == 4) { /* a list syntax: the next call, or the list's end */
+            const char *nx = s->syn->next, *ne = s->syn->end;
+            const size_t nnx = strlen(nx), nne = strlen(ne);
+            if (n >= nnx && !memcmp(p, nx, nnx)) {
+                drop(s, nnx);
+                s->mode = 1, s->in_list++;
+                continue;
+            }
+            if (n >= nne && !memcmp(p, ne, nne)) {
+                drop(s, nne);
+                s->mode = 0, s->after_call = 1;
+                continue;
+            }
+            if ((n < nnx && !memcmp(p, nx, n)) || (n < nne && !memcmp(p, ne, n))) {
+                if (final) drop(s, n), s->mode = 0; /* cut short: the calls are whole */
+                return;
+            }
+            s->mode = 0; /* the list ends there; what follows is read again */
+            continue;
+        }
         /* mode 3: }\n</tool_call> */
         const size_t nt = strlen(k_tail);
-        if (memcmp(p, k_tail, n < nt ? n : nt)) { /* a shape the grammar would not allow: the rest is text */
+        const int tm = fc_chat_tool_tail_match(p, n, k_tail);
+        if (tm < 0) { /* a shape the grammar would not allow: the rest is text */
             s->n_calls++, s->after_call = 0;
             s->mode = 0;
+            if (s->syn->next) continue; /* a list: what follows is read again */
             k->content(k->user, p, n);
             drop(s, n);
             return;
         }
-        if (n < nt) {
+        if (tm == 0) {
             if (final) drop(s, n), s->n_calls++, s->after_call = 1, s->mode = 0; /* the tag cut short: the call is whole */
             return;
         }
         drop(s, nt);
-        s->n_calls++, s->after_call = 1;
-        s->mode = 0;
+        s->n_calls++;
+        if (s->syn->next) {
+            s->mode = 4;
+        } else {
+            s->after_call = 1;
+            s->mode = 0;
+        }
     }
 }
 

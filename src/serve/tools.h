@@ -38,7 +38,8 @@ typedef struct srv_tool_stream {
     fc_chat_template tmpl;
     uint64_t id_seed;
     fj_buf held;  /* text not yet classified */
-    int mode;     /* 0 text, 1 inside a call's head, 2 its arguments, 3 its tail */
+    int mode;     /* 0 text, 1 inside a call's head, 2 its arguments, 3 its tail, 4 a list's next or end */
+    size_t in_list; /* a list syntax: the calls of the current list before this one */
     int depth, in_str, esc; /* the arguments' JSON nesting */
     size_t n_calls;
     int after_call; /* nothing but the call has come since the last one ended */

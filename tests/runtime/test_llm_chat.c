@@ -616,6 +616,73 @@ Test(llm_chat, llama3_tools_refused_where_the_template_raises) {
     cr_expect_null(out);
 }
 
+/* ---- Mistral v3 / v3-tekken with tools against jinja2 ----------------------------------- */
+
+static const fc_chat_tool_call k_mcall[] = {{.id = "abcDEF123", .name = "get_weather", .arguments = "{\"city\":\"Paris\",\"days\":2}"}};
+static const fc_chat_tool_call k_mcalls2[] = {
+    {.id = "a00000001", .name = "get_weather", .arguments = "{\"city\": \"Rome\"}"},
+    {.id = "b00000002", .name = "scale", .arguments = "{\"x\": 0.1, \"v\": [1e-05, {}]}"},
+};
+static const convo k_mconvos[] = {
+    {{TMSG(SYSTEM, "You are helpful."), TMSG(USER, "Weather in Paris?")}, 2, 0, 2},
+    {{TMSG(SYSTEM, "sys"), TMSG(USER, "u1"), TMSG(ASSISTANT, "  a1 \xc2\xa0"), TMSG(USER, "two calls"),
+      {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_mcalls2, .n_tool_calls = 2},
+      {.role = FC_CHAT_TOOL, .content = "{\"temp\": 21}", .tool_call_id = "a00000001"},
+      {.role = FC_CHAT_TOOL, .content = "raw \"text\"", .tool_call_id = "b00000002"}, TMSG(ASSISTANT, " Done.\n")},
+     8, 0, 2},
+    /* the conversation ends with a result: the system message is not written */
+    {{TMSG(SYSTEM, "sys"), TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "ignored", .tool_calls = k_mcall, .n_tool_calls = 1},
+      {.role = FC_CHAT_TOOL, .content = "r", .tool_call_id = "abcDEF123"}},
+     4, 0, 1},
+    /* a user text equal to the last one's gets the tools too */
+    {{TMSG(USER, "same"), TMSG(ASSISTANT, "x"), TMSG(USER, "same")}, 3, 0, 1},
+    /* calls without tools in the request */
+    {{TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = k_mcall, .n_tool_calls = 1}}, 2, 0, 0},
+};
+
+static void mistral_against_jinja2(fc_chat_template t, const char *tag) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.jinja", dir, tag);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(fc_chat_reference_text(t), f);
+    fclose(f);
+    const jinja_ref r = {t, path, 1, "</s>"};
+    compare_with_jinja2_ref(&r, k_mconvos, sizeof k_mconvos / sizeof k_mconvos[0], k_tools, tag);
+}
+
+Test(llm_chat, mistral_v3_tools_match_jinja2) { mistral_against_jinja2(FC_CHAT_TEMPLATE_MISTRAL_V3, "m3out"); }
+Test(llm_chat, mistral_tekken_tools_match_jinja2) { mistral_against_jinja2(FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN, "mtout"); }
+
+Test(llm_chat, mistral_tools_refused_where_the_template_raises_and_ids_mapped) {
+    const fc_chat_render_options o = {.tools = k_tools, .n_tools = 1};
+    const fc_chat_message two_users[] = {TMSG(USER, "a"), TMSG(USER, "b")};
+    const fc_chat_message late_system[] = {TMSG(USER, "a"), TMSG(ASSISTANT, "b"), TMSG(SYSTEM, "c"), TMSG(USER, "d")};
+    const fc_chat_message no_id[] = {TMSG(USER, "a"), {.role = FC_CHAT_TOOL, .content = "r"}};
+    char *out = NULL;
+    cr_expect_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_MISTRAL_V3, two_users, 2, &o, &out, NULL), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "message 1 breaks the user / assistant alternation"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_expect_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_MISTRAL_V3, late_system, 4, &o, &out, NULL), FC_ERR_INVALID_ARG);
+    fc_ctx_clear_error(ctx);
+    cr_expect_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_MISTRAL_V3, no_id, 2, &o, &out, NULL), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "without the id of its call"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    cr_expect_null(out);
+    /* an OpenAI-style id: 9 characters of [a-zA-Z0-9] hashed from it, the same for the call and its result */
+    const fc_chat_tool_call c[] = {{.id = "call_0123456789abcdef", .name = "get_weather", .arguments = "{}"}};
+    const fc_chat_message m[] = {TMSG(USER, "q"), {.role = FC_CHAT_ASSISTANT, .content = "", .tool_calls = c, .n_tool_calls = 1},
+                                 {.role = FC_CHAT_TOOL, .content = "r", .tool_call_id = "call_0123456789abcdef"}};
+    cr_assert_eq(fc_chat_render_ex(ctx, FC_CHAT_TEMPLATE_MISTRAL_V3, m, 3, &o, &out, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    const char *a = strstr(out, "\"id\": \""), *b = strstr(out, "\"call_id\": \"");
+    cr_assert(a && b, "%s", out);
+    a += 7, b += 12;
+    cr_expect(!memcmp(a, b, 9) && a[9] == '"' && b[9] == '"', "call id %.10s, result id %.10s", a, b);
+    for (int k = 0; k < 9; k++)
+        cr_expect((a[k] >= 'a' && a[k] <= 'z') || (a[k] >= 'A' && a[k] <= 'Z') || (a[k] >= '0' && a[k] <= '9'));
+    free(out);
+}
+
 Test(llm_chat, tools_refused_when_malformed) {
     const fc_chat_message user[] = {TMSG(USER, "hi")};
     static const char *const bad_tools[] = {"[1, 2]"};
@@ -1884,6 +1951,8 @@ Test(llm_chat, tool_syntax_renderer_grammar_and_parser_agree) {
     } fams[] = {
         {FC_CHAT_TEMPLATE_QWEN3, VK_QWEN, "<|im_start|>assistant\n", "<|im_end|>"},
         {FC_CHAT_TEMPLATE_LLAMA3, VK_LLAMA3, "<|start_header_id|>assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+        {FC_CHAT_TEMPLATE_MISTRAL_V3, VK_SPM, "[/INST]", "</s>"},
+        {FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN, VK_SPM, "[/INST]", "</s>"},
     };
     const fc_chat_tool_call call[] = {{.id = "c1", .name = "get_weather", .arguments = "{\"city\": \"Paris\", \"days\": 3}"}};
     for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
@@ -1908,6 +1977,10 @@ Test(llm_chat, tool_syntax_renderer_grammar_and_parser_agree) {
         if (rep.n_calls) {
             cr_expect_str_eq(rep.calls[0].name, "get_weather");
             cr_expect_str_eq(rep.calls[0].arguments, "{\"city\": \"Paris\", \"days\": 3}");
+            char want[10];
+            fc_chat_mistral_call_id("c1", want);
+            if (fc_chat_template_tool_syntax(fams[f].t)->next) cr_expect_str_eq(rep.calls[0].id, want);
+            else cr_expect_null(rep.calls[0].id);
         }
         fc_chat_tool_reply_free(&rep);
         /* the grammar: required accepts exactly that text and is complete after it; auto waits for the
@@ -1920,17 +1993,31 @@ Test(llm_chat, tool_syntax_renderer_grammar_and_parser_agree) {
             const fc_chat_tool_syntax *syn = fc_chat_template_tool_syntax(fams[f].t);
             cr_assert_not_null(syn);
             if (choice) cr_expect_null(trigger);
-            else cr_expect(trigger && !strcmp(trigger, syn->open), "auto's trigger is the syntax's open");
+            else cr_expect(trigger && !strcmp(trigger, syn->open_token ? syn->open_token : syn->open),
+                           "auto's trigger is the syntax's opening (its control token's text)");
             fc_grammar_matcher *gm = fc_grammar_matcher_new(ctx, g, tk, NULL, 0);
             cr_assert_not_null(gm, "%s", fc_ctx_error(ctx));
             cr_expect_eq(fc_grammar_matcher_accept_bytes(gm, a, n), FC_OK, "%s: %s", fc_chat_template_name(fams[f].t),
                          fc_ctx_error(ctx));
             cr_expect(fc_grammar_matcher_complete(gm));
-            /* a second call after a newline: Hermes takes it, Llama 3 (one call a reply) does not */
+            /* a second call after a newline: Hermes takes it; Llama 3 (one call a reply) does not, nor
+             * Mistral (its calls are one list) */
             fc_ctx_clear_error(ctx);
             const fc_status second = fc_grammar_matcher_accept_bytes(gm, "\n", 1) == FC_OK
                                          ? fc_grammar_matcher_accept_bytes(gm, a, n) : FC_ERR_INVALID_ARG;
-            cr_expect_eq(second == FC_OK, syn->max_calls != 1, "%s: a second call", fc_chat_template_name(fams[f].t));
+            cr_expect_eq(second == FC_OK, syn->max_calls != 1 && !syn->next, "%s: a second call",
+                         fc_chat_template_name(fams[f].t));
+            if (syn->open_token) { /* the control token itself opens the calls (and, with auto, wakes the grammar) */
+                const fc_token ot = fc_tokenizer_find(tk, syn->open_token, strlen(syn->open_token));
+                cr_assert_neq(ot, FC_TOKEN_NONE);
+                fc_grammar_matcher_reset(gm);
+                if (!choice) cr_assert_eq(fc_grammar_matcher_set_trigger(gm, trigger), FC_OK);
+                cr_expect_eq(fc_grammar_matcher_allows(gm, ot), 1);
+                cr_expect_eq(fc_grammar_matcher_accept(gm, ot), FC_OK, "%s", fc_ctx_error(ctx));
+                const size_t skip = strlen(syn->open_token);
+                cr_expect_eq(fc_grammar_matcher_accept_bytes(gm, a + skip, n - skip), FC_OK, "%s", fc_ctx_error(ctx));
+                cr_expect(fc_grammar_matcher_complete(gm));
+            }
             fc_ctx_clear_error(ctx);
             fc_grammar_matcher_free(gm);
             fc_grammar_free(g);

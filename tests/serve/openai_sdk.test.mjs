@@ -878,47 +878,90 @@ test('tools: forced calls (required, named), streamed deltas == plain, a tool re
   await stopServer(srv);
 });
 
-test('tools in Llama 3 JSON ({"name", "parameters"}): forced calls, one a reply, streamed == plain, an ipython follow-up', async () => {
-  const llama = makeModel(path.join(tmp, 'llama.gguf'), ['--arch', 'llama']);
-  const srv = await startServer('llama-tools', llama, ['-np', '1', '-c', '2048', '-t', '1']);
+// A family's own call syntax through the server: forced calls (required, named) parse and match
+// the schema, the streamed deltas assemble into the same calls, and the calls and their results
+// render back (the family's tool-result turns). oneCall: the family writes one call a reply.
+async function familyTools(tag, makeArgs, { oneCall }) {
+  const file = makeModel(path.join(tmp, `${tag}.gguf`), makeArgs);
+  const srv = await startServer(`${tag}-tools`, file, ['-np', '1', '-c', '2048', '-t', '1']);
   const cl = client(srv);
   const id = (await cl.models.list()).data[0].id;
-  // parallel calls asked for: the family writes one call a reply, so one comes back
-  const base = { model: id, temperature: 100, max_tokens: 300, cache_prompt: false, parallel_tool_calls: true };
+  const base = { model: id, temperature: 100, max_tokens: 400, cache_prompt: false, parallel_tool_calls: !oneCall ? false : true };
   const msgs = chatMsgs('What is the weather in Rome?');
   for (let seed = 1; seed <= 3; seed++) {
     const r = await cl.chat.completions.create({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' });
     const c = r.choices[0];
-    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
-    assert.equal(c.message.tool_calls.length, 1);
+    assert.equal(c.finish_reason, 'tool_calls', `${tag} seed ${seed}: ${JSON.stringify(c)}`);
+    assert.equal(c.message.tool_calls.length, 1, `${tag} seed ${seed}`);
     assert.equal(c.message.content, null);
     const call = c.message.tool_calls[0];
-    if (call.function.name === 'get_weather') weatherArgs(call.function.arguments, `llama seed ${seed}`);
-    else assert.deepEqual(JSON.parse(call.function.arguments), {}, `llama seed ${seed}`);
+    if (call.function.name === 'get_weather') weatherArgs(call.function.arguments, `${tag} seed ${seed}`);
+    else assert.deepEqual(JSON.parse(call.function.arguments), {}, `${tag} seed ${seed}`);
     const fin = await cl.chat.completions.stream({ ...base, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' })
       .finalChatCompletion();
     assert.equal(fin.choices[0].finish_reason, 'tool_calls');
     assert.deepEqual(fin.choices[0].message.tool_calls.map((t) => [t.function.name, t.function.arguments]),
-      [[call.function.name, call.function.arguments]], `llama seed ${seed}: streamed != plain`);
+      [[call.function.name, call.function.arguments]], `${tag} seed ${seed}: streamed != plain`);
   }
   const named = await cl.chat.completions.create({
     ...base, seed: 4, messages: msgs, tools: [WEATHER, PING], tool_choice: { type: 'function', function: { name: 'get_weather' } },
   });
   const call = named.choices[0].message.tool_calls[0];
   assert.equal(call.function.name, 'get_weather');
-  weatherArgs(call.function.arguments, 'llama named');
-  // the call and its result rendered back (an ipython turn): the conversation runs
+  weatherArgs(call.function.arguments, `${tag} named`);
+  // the call and its result rendered back: the conversation runs
   const follow = await cl.chat.completions.create({
     ...base, seed: 2, max_tokens: 8, tools: [WEATHER],
     messages: [...msgs, { role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: call.id, content: '{"temp": 21}' }],
   });
   assert.ok(['stop', 'length', 'tool_calls'].includes(follow.choices[0].finish_reason));
+  return { srv, cl, id, msgs, call };
+}
+
+test('tools in Llama 3 JSON ({"name", "parameters"}): forced calls, one a reply, streamed == plain, an ipython follow-up', async () => {
+  // parallel calls asked for: the family writes one call a reply, so one comes back
+  const { srv, id, msgs, call } = await familyTools('llama', ['--arch', 'llama'], { oneCall: true });
   // two calls in one assistant message: the family's template cannot render them
   const two = await req(srv, 'POST', '/v1/chat/completions', {
     model: id, max_tokens: 2, tools: [WEATHER],
     messages: [...msgs, { role: 'assistant', content: null, tool_calls: [call, { ...call, id: 'call_2' }] }, { role: 'tool', tool_call_id: call.id, content: 'x' }],
   });
   assertError(two, 400, { mentions: [/one call a message/] }, 'two calls in a llama3 message');
+  await stopServer(srv);
+});
+
+test('tools in Mistral\'s [TOOL_CALLS] list: forced calls, parallel calls in one list, a [TOOL_RESULTS] follow-up', async () => {
+  const { srv, cl, id, msgs } = await familyTools('mistral', ['--arch', 'llama', '--chat-template', 'mistral-v3'], { oneCall: false });
+  // parallel calls: one list of calls, each valid, streamed as deltas with increasing index
+  let many = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const body = { model: id, temperature: 100, max_tokens: 600, seed, messages: msgs, tools: [WEATHER, PING], tool_choice: 'required' };
+    const r = await cl.chat.completions.create(body);
+    const c = r.choices[0];
+    if (c.finish_reason !== 'tool_calls') continue; // cut by max_tokens: nothing to check
+    for (const t of c.message.tool_calls) {
+      if (t.function.name === 'get_weather') weatherArgs(t.function.arguments, `mistral parallel seed ${seed}`);
+      else assert.deepEqual(JSON.parse(t.function.arguments), {});
+    }
+    many = Math.max(many, c.message.tool_calls.length);
+    const fin = await cl.chat.completions.stream(body).finalChatCompletion();
+    assert.deepEqual(fin.choices[0].message.tool_calls.map((t) => [t.function.name, t.function.arguments]),
+      c.message.tool_calls.map((t) => [t.function.name, t.function.arguments]), `mistral parallel seed ${seed}: streamed != plain`);
+    if (c.message.tool_calls.length > 1) {
+      // the calls and their results go back in (OpenAI ids mapped to Mistral's 9 characters, pairs kept)
+      const follow = await cl.chat.completions.create({
+        model: id, max_tokens: 4, tools: [WEATHER, PING], messages: [...msgs, { role: 'assistant', content: null, tool_calls: c.message.tool_calls },
+          ...c.message.tool_calls.map((t) => ({ role: 'tool', tool_call_id: t.id, content: 'ok' }))],
+      });
+      assert.ok(['stop', 'length', 'tool_calls'].includes(follow.choices[0].finish_reason));
+    }
+  }
+  assert.ok(many >= 2, `no seed gave parallel calls (most: ${many})`);
+  // a conversation the template refuses (two user turns in a row) is a 400 naming why
+  const bad = await req(srv, 'POST', '/v1/chat/completions', {
+    model: id, max_tokens: 2, tools: [WEATHER], messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }],
+  });
+  assertError(bad, 400, { mentions: [/alternation/] }, 'mistral alternation');
   await stopServer(srv);
 });
 

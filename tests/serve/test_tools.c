@@ -100,6 +100,49 @@ Test(serve_tools, llama3_stream_equals_the_whole_parse) {
     check(FC_CHAT_TEMPLATE_LLAMA3, "{\"name\": \"f\", \"param");
 }
 
+Test(serve_tools, mistral_stream_equals_the_whole_parse) {
+    const fc_chat_template v3 = FC_CHAT_TEMPLATE_MISTRAL_V3, tk = FC_CHAT_TEMPLATE_MISTRAL_V3_TEKKEN;
+#define ID(x) ", \"id\": \"" x "\"}"
+    check(v3, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 3}" ID("a1B2c3D4e") "]");
+    check(tk, "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}" ID("000000000") "]");
+    check(v3, "Sure.\n[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {}" ID("aaaaaaaaa") ", {\"name\": \"b-2\", \"arguments\": "
+              "{\"s\": \"}, {\\\"name\\\": \\\"x\\\"] [TOOL_CALLS] [\", \"n\": [1, {\"x\": [2]}]}" ID("bbbbbbbbb")
+              "]\n\nafter\nthe list");
+    check(v3, "no calls, but [TOOL and [TOOL_CALLS] then text");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}" ID("fffffffff") ", junk] then [TOOL_CALLS] [{\"name\": \"g\", "
+              "\"arguments\": {}" ID("ggggggggg") "]");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}}x and [{\"name\"");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}, \"id\": \"short\"}]");
+    check(tk, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": 1}" ID("fffffffff") "][TOOL_CALLS][{\"name\": \"g\", "
+              "\"arguments\": {}" ID("ggggggggg") "]");
+    check(v3, "");
+    /* cut short: in the arguments, in the id, after a call, inside the next head */
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, {\"b\"");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}, \"id\": \"abc");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}" ID("fffffffff"));
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}" ID("fffffffff") ",");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {}" ID("fffffffff") ", {\"name\": \"g\", \"argu");
+    check(v3, "[TOOL_CALLS] [{\"name\": \"f\", \"arg");
+#undef ID
+}
+
+/* What the parse reads from Mistral replies, checked directly: the calls, their
+ * own ids, the text around them. */
+Test(serve_tools, mistral_parse_reads_calls_ids_and_text) {
+    const char *r = "Sure.\n[TOOL_CALLS] [{\"name\": \"a\", \"arguments\": {\"x\": [1, \"]\"]}, \"id\": \"Abc123xyZ\"}, "
+                    "{\"name\": \"b\", \"arguments\": {}, \"id\": \"000000001\"}]\nafter";
+    fc_chat_tool_reply p;
+    cr_assert_eq(fc_chat_parse_tool_calls(NULL, FC_CHAT_TEMPLATE_MISTRAL_V3, r, strlen(r), &p), FC_OK);
+    cr_expect_str_eq(p.content, "Sure.after");
+    cr_assert_eq(p.n_calls, 2);
+    cr_expect_str_eq(p.calls[0].name, "a");
+    cr_expect_str_eq(p.calls[0].arguments, "{\"x\": [1, \"]\"]}");
+    cr_expect_str_eq(p.calls[0].id, "Abc123xyZ");
+    cr_expect_str_eq(p.calls[1].name, "b");
+    cr_expect_str_eq(p.calls[1].id, "000000001");
+    fc_chat_tool_reply_free(&p);
+}
+
 Test(serve_tools, generic_stream_equals_the_whole_parse) {
     check(FC_CHAT_TEMPLATE_MISTRAL_V7, "{\"tool_calls\": [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}, {\"name\": \"g\", "
                                    "\"arguments\": {}}]}");
