@@ -44,7 +44,13 @@ static void usage(FILE *f)
                "  FUCINA_VERBOSE_DISPATCH=1  print the kernel arm chosen for every slot\n"
                "  FUCINA_SPIN_US=N           microseconds a worker spins for work before it parks\n"
                "  FUCINA_NO_PROGRESS=1       no progress bars, even on a terminal\n"
-               "A bad FUCINA_THREADS or FUCINA_ISA is an error naming it, in every command.\n");
+               "A bad FUCINA_THREADS or FUCINA_ISA is an error naming it, in every command.\n"
+               "Read by fucina-bench and the tests, not by fucina:\n"
+               "  FUCINA_GGML_DIR=DIR        where the oracle's libraries are (llama.cpp's prebuilt ggml, libllama)\n"
+               "  FUCINA_GGML_CPU=VARIANT    the ggml CPU variant the oracle loads (default: the best for this CPU)\n"
+               "  FUCINA_GIT_DESCRIBE=TEXT   the source version fucina-bench records (default: the build's)\n"
+               "  FUCINA_FUCINA_CLI=PATH     the fucina binary the C tests run (ctest sets it)\n"
+               "  FUCINA_PYTHON=PATH         the Python the C tests run (ctest sets it)\n");
 }
 
 /* The command's status, or 1 when its output did not reach stdout (a full
