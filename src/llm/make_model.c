@@ -433,10 +433,7 @@ static fc_status write_file(fc_ctx *ctx, const char *path, const fc_llm_arch_des
     const family_values *fv = family_of(d->arch);
     /* the template written: the family's own (Mixtral: Mistral's), or the one asked for */
     fc_chat_template tmpl = hp->n_expert > 0 && d->arch == FC_LLM_ARCH_LLAMA ? FC_CHAT_TEMPLATE_MISTRAL_V1 : fv->tmpl;
-    if (opt->chat_template && fc_chat_template_from_name(ctx, opt->chat_template, &tmpl) != FC_OK) {
-        st = FC_ERR_INVALID_ARG;
-        goto done;
-    }
+    if (opt->chat_template) fc_chat_template_from_name(ctx, opt->chat_template, &tmpl); /* checked before */
     if (build_vocab(&v, fv, hp->n_expert > 0 || spm_template(tmpl), n_vocab)) {
         fc_fail(ctx, FC_ERR_OOM, "fc_llm_make_model: out of memory building the vocabulary");
         st = FC_ERR_OOM;
@@ -573,6 +570,8 @@ fc_status fc_llm_make_model(fc_ctx *ctx, const char *path, const fc_make_model_o
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope scaling '%s' is not linear or yarn", op, opt->rope_scaling);
         return FC_ERR_INVALID_ARG;
     }
+    fc_chat_template named;
+    if (opt->chat_template && fc_chat_template_from_name(ctx, opt->chat_template, &named) != FC_OK) return FC_ERR_INVALID_ARG;
     if (opt->rope_scaling_factor < 0 || !isfinite(opt->rope_scaling_factor)) {
         fc_fail(ctx, FC_ERR_INVALID_ARG, "%s: rope scaling factor %g must be > 0", op, opt->rope_scaling_factor);
         return FC_ERR_INVALID_ARG;

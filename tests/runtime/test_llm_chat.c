@@ -2026,3 +2026,34 @@ Test(llm_chat, tool_syntax_renderer_grammar_and_parser_agree) {
         fc_tokenizer_free(tk);
     }
 }
+
+/* make-model's chat_template: the file carries that family's template (detected back as it),
+ * llama with a Mistral template gets the SentencePiece vocabulary with Mistral's tool tokens
+ * as control tokens, and an unknown name is refused naming it, with no file written. */
+Test(llm_chat, make_model_writes_the_chat_template_asked_for) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/mistral.gguf", dir);
+    fc_make_model_options mo = {.arch = "llama", .chat_template = "mistral-v3"};
+    cr_assert_eq(fc_llm_make_model(ctx, path, &mo), FC_OK, "%s", fc_ctx_error(ctx));
+    fc_chat_template t;
+    int found = 0;
+    cr_assert_eq(fc_chat_template_load(ctx, path, &t, &found), FC_OK, "%s", fc_ctx_error(ctx));
+    cr_expect(found && t == FC_CHAT_TEMPLATE_MISTRAL_V3);
+    fc_tokenizer *tk = fc_tokenizer_load(ctx, path);
+    cr_assert_not_null(tk, "%s", fc_ctx_error(ctx));
+    static const char *const tool_tokens[] = {"[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_CALLS]", "[TOOL_RESULTS]",
+                                              "[/TOOL_RESULTS]", "[INST]"};
+    for (size_t i = 0; i < sizeof tool_tokens / sizeof tool_tokens[0]; i++) {
+        const fc_token id = fc_tokenizer_find(tk, tool_tokens[i], strlen(tool_tokens[i]));
+        cr_expect(id != FC_TOKEN_NONE && fc_tokenizer_token_type(tk, id) == FC_TOKEN_TYPE_CONTROL, "%s", tool_tokens[i]);
+    }
+    fc_tokenizer_free(tk);
+    snprintf(path, sizeof path, "%s/nope.gguf", dir);
+    mo.chat_template = "nope";
+    cr_expect_eq(fc_llm_make_model(ctx, path, &mo), FC_ERR_INVALID_ARG);
+    cr_expect(strstr(fc_ctx_error(ctx), "'nope'"), "%s", fc_ctx_error(ctx));
+    fc_ctx_clear_error(ctx);
+    FILE *f = fopen(path, "rb");
+    cr_expect_null(f, "a file was written for an unknown template");
+    if (f) fclose(f);
+}
