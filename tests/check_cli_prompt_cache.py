@@ -67,6 +67,11 @@ r2 = gen(P1, "--prompt-cache", CACHE)
 check(r2.returncode == 0 and f"reused {n1 - 1} of {n1} prompt tokens" in r2.stderr,
       f"second run reuses all but the last token: {r2.stderr[-300:]}")
 check(r2.stdout == r1.stdout, "the second run prints the same text")
+# the perf report counts the tokens evaluated: 1 of them here (llama-cli's count), all of them at first
+check(f"/ {n1:5d} tokens" in r1.stderr.split("prompt eval time", 1)[-1].split("\n", 1)[0],
+      f"first run's report counts {n1} prompt tokens: {r1.stderr[-400:]}")
+check("/     1 tokens" in r2.stderr.split("prompt eval time", 1)[-1].split("\n", 1)[0],
+      f"second run's report counts the 1 token evaluated: {r2.stderr[-400:]}")
 t1, t2 = ids(P1), ids(P2)
 common = 0
 while common < min(len(t1), len(t2)) and t1[common] == t2[common]:

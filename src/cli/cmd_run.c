@@ -260,7 +260,8 @@ int fc_cmd_run(int argc, char **argv) {
     /* every row's logits only when they are written out */
     const fc_llm_logits which = logits_out ? FC_LLM_LOGITS_ALL : FC_LLM_LOGITS_LAST;
     const double t_prompt = fc_cli_now_ms();
-    if (fc_cli_prompt_cache_prefill(ctx, "run", &pc, s, toks, nt, which, logits) != FC_OK) goto fail;
+    size_t n_eval = nt;
+    if (fc_cli_prompt_cache_prefill(ctx, "run", &pc, s, toks, nt, which, logits, &n_eval) != FC_OK) goto fail;
     const double prompt_ms = fc_cli_now_ms() - t_prompt;
     if (logits_out) {
         /* temporary + rename: a reader never sees a torn file, a failure
@@ -308,7 +309,7 @@ int fc_cmd_run(int argc, char **argv) {
     }
     printf("\n"); /* a terminal's line buffer prints the text before the report */
     const double t_end = fc_cli_now_ms();
-    fc_cli_perf_print("run", load_ms, prompt_ms, (long)nt, t_end - t_gen, n_out, t_end - t_start);
+    fc_cli_perf_print("run", load_ms, prompt_ms, (long)n_eval, t_end - t_gen, n_out, t_end - t_start);
     rc = 0;
     goto done;
 fail:

@@ -60,8 +60,10 @@ int fc_cli_prompt_cache_check(const char *cmd, const fc_cli_prompt_cache *pc, co
 }
 
 fc_status fc_cli_prompt_cache_prefill(fc_ctx *ctx, const char *cmd, const fc_cli_prompt_cache *pc, fc_llm_session *s,
-                                      const fc_token *toks, size_t nt, fc_llm_logits which, float *logits)
+                                      const fc_token *toks, size_t nt, fc_llm_logits which, float *logits,
+                                      size_t *n_eval)
 {
+    *n_eval = nt;
     if (!pc->path) return fc_llm_session_eval_ex(ctx, s, toks, nt, which, logits);
     struct stat st;
     size_t reused = 0;
@@ -79,6 +81,7 @@ fc_status fc_cli_prompt_cache_prefill(fc_ctx *ctx, const char *cmd, const fc_cli
         return FC_ERR_IO;
     }
     if ((rc = fc_llm_session_eval_ex(ctx, s, toks + reused, nt - reused, which, logits)) != FC_OK) return rc;
+    *n_eval = nt - reused;
     if (pc->ro) return FC_OK;
     return fc_llm_session_save(ctx, s, pc->path, toks, nt);
 }

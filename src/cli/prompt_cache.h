@@ -30,9 +30,12 @@ int fc_cli_prompt_cache_check(const char *cmd, const fc_cli_prompt_cache *pc, co
 /* The prefill of toks[0..nt) into the empty session s with the logits
  * `which` asks for (FC_LLM_LOGITS_LAST) into logits: through the cache when
  * pc has one (a line on stderr says how many tokens were reused), else a
- * plain eval. A cache file that exists but is not valid for this model and
- * session is an error naming it and the reason (the caller exits 1). */
+ * plain eval; *n_eval receives the tokens evaluated (nt less those reused),
+ * what the perf report counts. A cache file that exists but is not valid for
+ * this model and session is an error naming it and the reason (the caller
+ * exits 1). */
 fc_status fc_cli_prompt_cache_prefill(fc_ctx *ctx, const char *cmd, const fc_cli_prompt_cache *pc, fc_llm_session *s,
-                                      const fc_token *toks, size_t nt, fc_llm_logits which, float *logits);
+                                      const fc_token *toks, size_t nt, fc_llm_logits which, float *logits,
+                                      size_t *n_eval);
 
 #endif
