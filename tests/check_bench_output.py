@@ -199,6 +199,12 @@ check([(x["n_prompt"], x["n_gen"]) for x in recs] == [(4, 0), (8, 0), (0, 2), (0
 r = run(MODEL, "-p", "2", "-n", "0", "-t", "1", "-t", "2", "-r", "1", "-o", "jsonl")
 got = [json.loads(l)["n_threads"] for l in r.stdout.splitlines() if l.strip()] if r.returncode == 0 else None
 check(got == [1, 2], f"-t 1 -t 2 gave threads {got}")
+# -ctk is a list too, between -ub and -fa in the order; -ctv may repeat it
+r = run(MODEL, "-p", "2", "-n", "0", "-t", "1", "-r", "1", "-ctk", "f16,q8_0", "-ctk", "f32", "-fa", "0,1",
+        "-ctv", "f16,q8_0,f32", "-o", "jsonl")
+got = [(json.loads(l)["type_k"], json.loads(l)["type_v"], json.loads(l)["flash_attn"])
+       for l in r.stdout.splitlines() if l.strip()] if r.returncode == 0 else r.stderr
+check(got == [(k, k, fa) for k in ("f16", "q8_0", "f32") for fa in (False, True)], f"-ctk f16,q8_0 -ctk f32: {got}")
 
 # the cross product in llama-bench's order: -b, -ub, -fa, -t, -d outermost to innermost, then the tests
 CROSS = ["-p", "4", "-n", "1", "-b", "2,4", "-fa", "0", "-fa", "1", "-t", "1,2", "-d", "0,2", "-r", "1", "-ctk",
@@ -310,7 +316,8 @@ for bad, flag in [(["-p", "12x"], "-p"), (["-n", "1,,2"], "-n"), (["-r", "0"], "
                   (["-pg"], "-pg"), (["-d", "-1"], "-d"), (["--n-depth", "x"], "--n-depth"), (["-d", "1,,2"], "-d"),
                   (["--ctx", "11", "-p", "4", "-n", "0", "-d", "8"], "--ctx"),
                   (["-fa", "2"], "-fa"), (["-b", "0"], "-b"), (["-ub", "x"], "-ub"), (["--flash-attn", "yes"], "--flash-attn"),
-                  (["-ctk", "f16", "-ctv", "q8_0"], "-ctv"), (["-d", "1-64", "-b", "1-64", "-ub", "1-64"], "tests")]:
+                  (["-ctk", "f16", "-ctv", "q8_0"], "-ctv"), (["-ctk", "f16,q8_0", "-ctv", "f16"], "-ctv"),
+                  (["-ctk", "f16,,f32"], "-ctk"), (["-d", "1-64", "-b", "1-64", "-ub", "1-64"], "tests")]:
     r = run(MODEL, *bad)
     check(r.returncode == 2 and flag in r.stderr, f"{bad}: exit {r.returncode}, stderr {r.stderr.strip()!r}")
 r = run(os.path.join(WORK, "missing.gguf"), "-r", "1")

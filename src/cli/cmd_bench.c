@@ -64,8 +64,8 @@ typedef struct bopts {
     int set_p, set_n, set_t, set_d, set_b, set_ub, set_fa;
     long reps, n_ctx, delay, mmap;
     out_fmt fmt;
-    fc_dtype kv;
-    int kv_set; /* -ctk given: the md table shows the type column */
+    fc_dtype kv[MAX_LIST]; /* -ctk, default {f16} */
+    int n_kv, kv_set;      /* kv_set: -ctk given */
     int verbose, progress, no_warmup;
 } bopts;
 
@@ -107,8 +107,8 @@ static void help(FILE *f)
             "  -o, --output FORMAT        md (default), csv, json, jsonl or sql (llama-bench's table\n"
             "                             llama_bench: CREATE TABLE IF NOT EXISTS + INSERTs), on stdout\n"
             "  -c, --ctx N                KV cache positions (default: each test's depth + P + N)\n"
-            "  -ctk, --cache-type-k TYPE  KV cache type: f16 (default), q8_0 or f32 (one type for K\n"
-            "                             and V; -ctv is accepted if equal)\n"
+            "  -ctk, --cache-type-k LIST  KV cache types: f16 (default), q8_0, f32 (one type for K\n"
+            "                             and V; -ctv is accepted if it repeats -ctk's list)\n"
             "  --delay S                  seconds to sleep before each test (default 0)\n"
             "  -mmp, --mmap 0|1           1: map the file; 0 (default): read it into 2 MiB pages\n"
             "  --progress                 report each test's steps on stderr\n"
@@ -224,6 +224,30 @@ static const char *kv_name(fc_dtype t)
     return t == FC_F32 ? "f32" : t == FC_Q8_0 ? "q8_0" : "f16";
 }
 
+/* A -ctk / -ctv LIST (comma separated), appended to l[0..*n). */
+static int parse_kv_list(const char *flag, const char *v, fc_dtype *l, int *n)
+{
+    char item[16];
+    for (const char *p = v;;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len >= sizeof item) {
+            fprintf(stderr, "fucina bench: %s: '%.*s' is not f16, q8_0 or f32\n", flag, (int)len, p);
+            return 0;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (*n >= MAX_LIST) {
+            fprintf(stderr, "fucina bench: %s: more than %d values\n", flag, MAX_LIST);
+            return 0;
+        }
+        if (!parse_kv(flag, item, &l[*n])) return 0;
+        (*n)++;
+        if (!e) return 1;
+        p = e + 1;
+    }
+}
+
 /* A LIST flag: the first one replaces the default, later ones append (as
  * llama-bench's: -p 4 -p 8 is -p 4,8). */
 static int append_list(const char *flag, const char *v, long lo, long hi, int_list *l, int *set)
@@ -241,9 +265,9 @@ static int append_list(const char *flag, const char *v, long lo, long hi, int_li
 static int parse(int argc, char **argv, bopts *o)
 {
     *o = (bopts){.prompts = {{512}, 1}, .gens = {{128}, 1}, .threads = {{0}, 1}, .depths = {{0}, 1},
-                 .batches = {{0}, 1}, .ubatches = {{0}, 1}, .fas = {{0}, 1}, .reps = 5, .kv = FC_F16};
-    int have_ctv = 0;
-    fc_dtype ctv = FC_F16;
+                 .batches = {{0}, 1}, .ubatches = {{0}, 1}, .fas = {{0}, 1}, .reps = 5, .kv = {FC_F16}, .n_kv = 1};
+    int n_ctv = 0;
+    fc_dtype ctv[MAX_LIST];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -309,11 +333,11 @@ static int parse(int argc, char **argv, bopts *o)
         } else if (!strcmp(a, "-mmp") || !strcmp(a, "--mmap")) {
             if (!parse_long(a, v, 0, 1, &o->mmap)) return -1;
         } else if (!strcmp(a, "-ctk") || !strcmp(a, "--cache-type-k")) {
-            if (!parse_kv(a, v, &o->kv)) return -1;
+            if (!o->kv_set) o->n_kv = 0;
             o->kv_set = 1;
+            if (!parse_kv_list(a, v, o->kv, &o->n_kv)) return -1;
         } else if (!strcmp(a, "-ctv") || !strcmp(a, "--cache-type-v")) {
-            if (!parse_kv(a, v, &ctv)) return -1;
-            have_ctv = 1;
+            if (!parse_kv_list(a, v, ctv, &n_ctv)) return -1;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (!strcmp(v, "md")) o->fmt = OUT_MD;
             else if (!strcmp(v, "csv")) o->fmt = OUT_CSV;
@@ -333,11 +357,18 @@ static int parse(int argc, char **argv, bopts *o)
         fprintf(stderr, "fucina bench: no model given (see --help)\n");
         return -1;
     }
-    if (have_ctv && ctv != o->kv) {
-        fprintf(stderr, "fucina bench: -ctv %s differs from -ctk %s: K and V share one cache type here\n",
-                kv_name(ctv), kv_name(o->kv));
+    /* K and V share one type here: -ctv may only repeat -ctk's list */
+    if (n_ctv && n_ctv != o->n_kv) {
+        fprintf(stderr, "fucina bench: -ctv has %d types, -ctk %d: K and V share one cache type here\n", n_ctv,
+                o->n_kv);
         return -1;
     }
+    for (int k = 0; k < n_ctv; k++)
+        if (ctv[k] != o->kv[k]) {
+            fprintf(stderr, "fucina bench: -ctv %s differs from -ctk %s: K and V share one cache type here\n",
+                    kv_name(ctv[k]), kv_name(o->kv[k]));
+            return -1;
+        }
     long need = 0, depth = 0;
     for (int i = 0; i < o->prompts.n; i++) need = o->prompts.v[i] > need ? o->prompts.v[i] : need;
     for (int i = 0; i < o->gens.n; i++) need = o->gens.v[i] > need ? o->gens.v[i] : need;
@@ -348,7 +379,7 @@ static int parse(int argc, char **argv, bopts *o)
                 need + depth, depth ? " with its depth" : "");
         return -1;
     }
-    const double runs = (double)o->batches.n * o->ubatches.n * o->fas.n * o->threads.n * o->depths.n *
+    const double runs = (double)o->batches.n * o->ubatches.n * o->n_kv * o->fas.n * o->threads.n * o->depths.n *
                         (o->prompts.n + o->gens.n + o->pgs.n);
     if (runs > MAX_RUNS) {
         fprintf(stderr, "fucina bench: the lists make %.0f tests, more than %d: give shorter lists\n", runs,
@@ -673,10 +704,11 @@ typedef struct md_cols {
     int batch, ubatch, kv, fa;
 } md_cols;
 
-static md_cols md_columns(const bopts *o, fc_dtype kv)
+static md_cols md_columns(const bopts *o)
 {
     const int fa_on = o->fas.n > 1 || o->fas.v[0] != 0;
-    return (md_cols){.batch = o->set_b, .ubatch = o->set_ub, .kv = o->kv_set && kv != FC_F16, .fa = fa_on};
+    const int kv_on = o->kv_set && (o->n_kv > 1 || o->kv[0] != FC_F16);
+    return (md_cols){.batch = o->set_b, .ubatch = o->set_ub, .kv = kv_on, .fa = fa_on};
 }
 
 static void md_header(md_cols c)
@@ -718,35 +750,45 @@ static void md_row(const model_info *mi, const btest *t, md_cols c, fc_dtype kv)
 /* One test of the cross product. */
 typedef struct binst {
     int nb, nub, fa, threads, depth, n_prompt, n_gen;
+    fc_dtype kv;
 } binst;
 
 /* llama-bench's get_cmd_params_instances order, over the parameters we
- * have: -b, -ub, -fa, -t, -d, then per combination its pp, tg and pg tests
+ * have: -b, -ub, -ctk, -fa, -t, -d, then per combination its pp, tg and pg tests
  * (-p 0, -n 0, -pg 0,0 are no test). Returns the count; out NULL: count only. */
+/* The pp, tg and pg tests of one parameter combination b, from out[n] on
+ * (out NULL: count only); the new count. */
+static int add_tests(const bopts *o, binst b, binst *out, int n)
+{
+    const int n_tests = o->prompts.n + o->gens.n + o->pgs.n;
+    for (int j = 0; j < n_tests; j++) {
+        binst x = b;
+        if (j < o->prompts.n) x.n_prompt = o->prompts.v[j];
+        else if (j < o->prompts.n + o->gens.n) x.n_gen = o->gens.v[j - o->prompts.n];
+        else {
+            const int k = j - o->prompts.n - o->gens.n;
+            x.n_prompt = o->pgs.p[k], x.n_gen = o->pgs.g[k];
+        }
+        if (x.n_prompt == 0 && x.n_gen == 0) continue;
+        if (out) out[n] = x;
+        n++;
+    }
+    return n;
+}
+
 static int instances(const bopts *o, binst *out)
 {
     int n = 0;
     for (int ib = 0; ib < o->batches.n; ib++)
         for (int iu = 0; iu < o->ubatches.n; iu++)
-            for (int ifa = 0; ifa < o->fas.n; ifa++)
-                for (int it = 0; it < o->threads.n; it++)
-                    for (int id = 0; id < o->depths.n; id++) {
-                        const binst b = {.nb = o->batches.v[ib], .nub = o->ubatches.v[iu], .fa = o->fas.v[ifa],
-                                         .threads = o->threads.v[it], .depth = o->depths.v[id]};
-                        const int n_tests = o->prompts.n + o->gens.n + o->pgs.n;
-                        for (int j = 0; j < n_tests; j++) {
-                            binst x = b;
-                            if (j < o->prompts.n) x.n_prompt = o->prompts.v[j];
-                            else if (j < o->prompts.n + o->gens.n) x.n_gen = o->gens.v[j - o->prompts.n];
-                            else {
-                                const int k = j - o->prompts.n - o->gens.n;
-                                x.n_prompt = o->pgs.p[k], x.n_gen = o->pgs.g[k];
-                            }
-                            if (x.n_prompt == 0 && x.n_gen == 0) continue;
-                            if (out) out[n] = x;
-                            n++;
+            for (int ik = 0; ik < o->n_kv; ik++)
+                for (int ifa = 0; ifa < o->fas.n; ifa++)
+                    for (int it = 0; it < o->threads.n; it++)
+                        for (int id = 0; id < o->depths.n; id++) {
+                            const binst b = {.nb = o->batches.v[ib], .nub = o->ubatches.v[iu], .fa = o->fas.v[ifa],
+                                             .threads = o->threads.v[it], .depth = o->depths.v[id], .kv = o->kv[ik]};
+                            n = add_tests(o, b, out, n);
                         }
-                    }
     return n;
 }
 
@@ -805,7 +847,7 @@ static int bench_one(const bopts *o, const model_info *mi, fc_ctx *ctx, const fc
     if (o->delay) sleep((unsigned)o->delay);
     fc_llm_session_options so = fc_llm_session_default_options();
     so.n_ctx = o->n_ctx ? o->n_ctx : t.n_depth + t.n_prompt + t.n_gen;
-    so.kv_type = o->kv;
+    so.kv_type = in->kv;
     s = fc_llm_session_new_ex(ctx, m, &so);
     if (!s) goto fail;
     uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)idx;
@@ -836,16 +878,16 @@ static int bench_one(const bopts *o, const model_info *mi, fc_ctx *ctx, const fc
     if (*n_printed == 0) print_header(o->fmt);
     switch (o->fmt) {
     case OUT_MD:
-        if (*n_printed == 0) md_header(md_columns(o, o->kv));
-        md_row(mi, &t, md_columns(o, o->kv), o->kv);
+        if (*n_printed == 0) md_header(md_columns(o));
+        md_row(mi, &t, md_columns(o), in->kv);
         break;
     case OUT_JSON:
         printf(*n_printed == 0 ? "[\n" : ",\n");
-        print_record(o, mi, &t, o->kv, cpu);
+        print_record(o, mi, &t, in->kv, cpu);
         break;
     case OUT_CSV:
     case OUT_JSONL:
-    case OUT_SQL: print_record(o, mi, &t, o->kv, cpu); break;
+    case OUT_SQL: print_record(o, mi, &t, in->kv, cpu); break;
     }
     fflush(stdout);
     (*n_printed)++;
