@@ -92,20 +92,37 @@ if m and est:
         check(r.returncode == 0, f"--kl-divergence on {model} exits 0: {r.stderr}")
         out = {}
         for key, pat in (("ppl_q", r"Mean PPL\(Q\)\s*: *([0-9.]+)"), ("ppl_base", r"Mean PPL\(base\)\s*: *([0-9.]+)"),
-                         ("kld", r"Mean    KLD: *(-?[0-9.]+)"), ("top", r"Same top p: *([0-9.]+)")):
+                         ("kld", r"Mean    KLD: *(-?[0-9.]+)"), ("top", r"Same top p: *([0-9.]+)"),
+                         ("cor", r"Cor\(ln\(PPL\(Q\)\), ln\(PPL\(base\)\)\): *(-?[0-9.]+)%"),
+                         ("ratio", r"Mean PPL\(Q\)/PPL\(base\)\s*: *([0-9.]+)"),
+                         ("dp", r"Mean    Δp: *(-?[0-9.]+) ±"), ("rms", r"RMS Δp    : *([0-9.]+) ±"),
+                         ("dp_max", r"Maximum Δp: *(-?[0-9.]+)%"), ("dp_min", r"Minimum Δp: *(-?[0-9.]+)%")):
             mm = re.search(pat, r.stdout)
             check(mm is not None, f"--kl-divergence prints {key}: {r.stdout[-400:]}")
             out[key] = float(mm.group(1)) if mm else float("nan")
+        # llama-perplexity's layout: its KLD and dp percentile lines, in its order
+        kld_lines = re.findall(r"^(.{7}) KLD:", r.stdout, re.M)
+        check([x.strip() for x in kld_lines] == ["Mean", "Maximum", "99.9%", "99.0%", "95.0%", "90.0%", "Median",
+                                                 "10.0%", "5.0%", "1.0%", "0.1%", "Minimum"],
+              f"the KLD lines: {kld_lines}")
+        dp_lines = re.findall(r"^(.{7}) Δp:", r.stdout, re.M)
+        check([x.strip() for x in dp_lines] == ["Mean", "Maximum", "99.9%", "99.0%", "95.0%", "90.0%", "75.0%", "Median",
+                                                "25.0%", "10.0%", "5.0%", "1.0%", "0.1%", "Minimum"], f"the dp lines: {dp_lines}")
         return out
 
     s = stats(MODEL)
     check(s["kld"] == 0.0 and s["top"] == 100.0, f"the model against its own base: KLD 0, top 100%: {s}")
     check(s["ppl_q"] == s["ppl_base"], f"PPL(Q) = PPL(base) against itself: {s}")
+    check(s["dp"] == 0.0 and s["rms"] == 0.0 and s["dp_max"] == 0.0 and s["dp_min"] == 0.0 and s["ratio"] == 1.0
+          and s["cor"] == 100.0, f"against itself: no probability moves, ratio 1, correlation 100%: {s}")
     check(abs(s["ppl_base"] / float(m.group(1)) - 1) < 1e-5, f"PPL(base) {s['ppl_base']} is the estimate {m.group(1)}")
     s = stats(MODEL, "-f", TEXT)
     check(s["kld"] == 0.0, "-f with the base's own text is accepted")
     s = stats(Q8)
     check(0 < s["kld"] < 0.05, f"the Q8_0 model's KLD is small and positive: {s}")
+    # (a random-weight model gives the text's tokens tiny probabilities: dp rounds to 0.000 %)
+    check(0 <= s["rms"] < 5 and s["dp_min"] <= s["dp"] <= s["dp_max"] and 0 < s["cor"] <= 100,
+          f"the Q8_0 model's dp and correlation: {s}")
 
     # a base file that is not one, or truncated
     NOTBASE = p("notbase.kld")

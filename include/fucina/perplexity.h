@@ -81,11 +81,21 @@ typedef struct fc_kld_acc {
     double kld, kld2;           /* sum of KL(P || Q) and of its squares */
     int64_t same_top;           /* positions where both argmaxes agree */
     int64_t count;
+    /* dp = p_Q(tok) - p_base(tok), the change in the probability of the token that followed */
+    double p_diff, p_diff2, p_diff4; /* sums of dp, dp^2, dp^4 */
 } fc_kld_acc;
 
 /* Add one scored position: base and q are log-probabilities (log-softmax) of
- * n_vocab ids, tok the token that followed. Returns that position's KLD. */
-FC_API double fc_kld_add(fc_kld_acc *acc, const float *base, const float *q, int64_t n_vocab, fc_token tok);
+ * n_vocab ids, tok the token that followed. Returns that position's KLD;
+ * *p_diff (may be NULL) receives its dp. */
+FC_API double fc_kld_add(fc_kld_acc *acc, const float *base, const float *q, int64_t n_vocab, fc_token tok,
+                         double *p_diff);
+
+/* The fraction-quantile (0..1) of sorted[0..n), n >= 1, interpolated between
+ * neighbours as llama-perplexity's KLD and dp percentiles are (the fraction
+ * and position in float, as it computes them): fraction <= 0 is the first,
+ * >= 1 the last. */
+FC_API double fc_kld_percentile(const double *sorted, size_t n, float fraction);
 
 /* Means and uncertainties as llama-perplexity reports them: a mean's
  * uncertainty is sqrt(var / (count - 1)) (0 with 10 values or fewer), a PPL's
@@ -96,6 +106,12 @@ typedef struct fc_kld_stats {
     double ppl_base, ppl_base_err; /* the base's */
     double kld, kld_err;           /* mean KL divergence */
     double same_top, same_top_err; /* fraction of positions with the same argmax, 0..1 */
+    double ln_ppl_cor;             /* Cor(ln PPL(Q), ln PPL(base)) (0 under 10 positions) */
+    double ln_ratio, ln_ratio_err; /* ln(PPL(Q) / PPL(base)), the covariance taken into account */
+    double ratio, ratio_err;       /* PPL(Q) / PPL(base) */
+    double diff, diff_err;         /* PPL(Q) - PPL(base) */
+    double p_diff, p_diff_err;     /* mean dp (a probability, 0..1 scale) */
+    double p_diff_rms, p_diff_rms_err; /* RMS of dp */
 } fc_kld_stats;
 FC_API fc_kld_stats fc_kld_summary(const fc_kld_acc *acc);
 

@@ -241,7 +241,7 @@ static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
     int64_t n_chunk = b.n_chunk;
     if (o->chunks > 0 && o->chunks < n_chunk) n_chunk = o->chunks;
     float *base = NULL, *q = NULL;
-    double *klds = NULL;
+    double *klds = NULL, *dps = NULL;
     fc_llm_session *s = NULL;
     if (!rc) {
         fc_llm_session_options so = fc_llm_session_default_options();
@@ -250,7 +250,8 @@ static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
         base = malloc((size_t)(ns * nv) * sizeof *base);
         q = malloc((size_t)(ns * nv) * sizeof *q);
         klds = malloc((size_t)(ns * n_chunk) * sizeof *klds);
-        if (!s || !base || !q || !klds) {
+        dps = malloc((size_t)(ns * n_chunk) * sizeof *dps);
+        if (!s || !base || !q || !klds || !dps) {
             fprintf(stderr, CMD ": %s\n", s ? "out of memory" : fc_ctx_error(ctx));
             rc = 1;
         }
@@ -259,8 +260,8 @@ static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
     if (!rc) {
         fprintf(stderr, CMD ": %lld chunks of %lld tokens from '%s'\n", (long long)n_chunk, (long long)n_ctx,
                 o->kld_file);
-        printf(
-            "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence            Same top p\n");
+        printf("chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence              Δp RMS"
+               "            Same top p\n");
     }
     for (int64_t c = 0; c < n_chunk && !rc; c++) {
         if (fread(base, sizeof *base, (size_t)(ns * nv), b.f) != (size_t)(ns * nv)) {
@@ -276,33 +277,60 @@ static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
         }
         const int64_t first = fc_ppl_first(n_ctx);
         for (int64_t j = 0; j < ns; j++)
-            klds[c * ns + j] = fc_kld_add(&acc, base + j * nv, q + j * nv, nv, ct[first + 1 + j]);
+            klds[c * ns + j] = fc_kld_add(&acc, base + j * nv, q + j * nv, nv, ct[first + 1 + j], &dps[c * ns + j]);
         const fc_kld_stats st = fc_kld_summary(&acc);
-        printf("%4lld    %9.4f ± %9.4f    %10.5f                  %10.5f ± %10.5f    %6.3f ± %6.3f %%\n",
-               (long long)c + 1, st.ppl, st.ppl_err, log(st.ppl) - log(st.ppl_base), st.kld, st.kld_err,
-               100 * st.same_top, 100 * st.same_top_err);
+        printf("%4lld    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%    %6.3f ± %6.3f %%\n",
+               (long long)c + 1, st.ppl, st.ppl_err, st.ln_ratio, st.ln_ratio_err, st.kld, st.kld_err,
+               100 * st.p_diff_rms, 100 * st.p_diff_rms_err, 100 * st.same_top, 100 * st.same_top_err);
     }
     if (!rc) {
+        /* llama-perplexity's report, line for line (its percentiles, its medians) */
         const fc_kld_stats st = fc_kld_summary(&acc);
         const size_t n = (size_t)acc.count;
         qsort(klds, n, sizeof *klds, cmp_double);
-        const double median = n % 2 ? klds[n / 2] : 0.5 * (klds[n / 2] + klds[n / 2 - 1]);
+        qsort(dps, n, sizeof *dps, cmp_double);
+        const double kld_median = n % 2 ? klds[n / 2] : 0.5 * (klds[n / 2] + klds[n / 2 - 1]);
+        const double dp_median = n % 2 ? dps[n / 2] : 0.5 * (dps[n / 2] + dps[n / 2 - 1]);
         printf("\n====== Perplexity statistics ======\n");
         printf("Mean PPL(Q)                   : %10.6f ± %10.6f\n", st.ppl, st.ppl_err);
         printf("Mean PPL(base)                : %10.6f ± %10.6f\n", st.ppl_base, st.ppl_base_err);
-        printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f\n", log(st.ppl) - log(st.ppl_base));
+        printf("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2f%%\n", 100 * st.ln_ppl_cor);
+        printf("Mean ln(PPL(Q)/PPL(base))     : %10.6f ± %10.6f\n", st.ln_ratio, st.ln_ratio_err);
+        printf("Mean PPL(Q)/PPL(base)         : %10.6f ± %10.6f\n", st.ratio, st.ratio_err);
+        printf("Mean PPL(Q)-PPL(base)         : %10.6f ± %10.6f\n", st.diff, st.diff_err);
         printf("\n====== KL divergence statistics ======\n");
         printf("Mean    KLD: %10.6f ± %10.6f\n", st.kld, st.kld_err);
         printf("Maximum KLD: %10.6f\n", klds[n - 1]);
-        printf("Median  KLD: %10.6f\n", median);
+        static const struct {
+            const char *name;
+            float f;
+        } kq[] = {{"99.9%", 0.999f}, {"99.0%", 0.990f}, {"95.0%", 0.950f}, {"90.0%", 0.900f}},
+          kl[] = {{"10.0%", 0.100f}, {" 5.0%", 0.050f}, {" 1.0%", 0.010f}, {" 0.1%", 0.001f}},
+          dq[] = {{"99.9%", 0.999f}, {"99.0%", 0.990f}, {"95.0%", 0.950f}, {"90.0%", 0.900f}, {"75.0%", 0.750f}},
+          dl[] = {{"25.0%", 0.250f}, {"10.0%", 0.100f}, {" 5.0%", 0.050f}, {" 1.0%", 0.010f}, {" 0.1%", 0.001f}};
+        for (size_t k = 0; k < sizeof kq / sizeof kq[0]; k++)
+            printf("%s   KLD: %10.6f\n", kq[k].name, fc_kld_percentile(klds, n, kq[k].f));
+        printf("Median  KLD: %10.6f\n", kld_median);
+        for (size_t k = 0; k < sizeof kl / sizeof kl[0]; k++)
+            printf("%s   KLD: %10.6f\n", kl[k].name, fc_kld_percentile(klds, n, kl[k].f));
         printf("Minimum KLD: %10.6f\n", klds[0]);
         printf("\n====== Token probability statistics ======\n");
+        printf("Mean    Δp: %6.3f ± %5.3f %%\n", 100 * st.p_diff, 100 * st.p_diff_err);
+        printf("Maximum Δp: %6.3f%%\n", 100 * dps[n - 1]);
+        for (size_t k = 0; k < sizeof dq / sizeof dq[0]; k++)
+            printf("%s   Δp: %6.3f%%\n", dq[k].name, 100 * fc_kld_percentile(dps, n, dq[k].f));
+        printf("Median  Δp: %6.3f%%\n", 100 * dp_median);
+        for (size_t k = 0; k < sizeof dl / sizeof dl[0]; k++)
+            printf("%s   Δp: %6.3f%%\n", dl[k].name, 100 * fc_kld_percentile(dps, n, dl[k].f));
+        printf("Minimum Δp: %6.3f%%\n", 100 * dps[0]);
+        printf("RMS Δp    : %6.3f ± %5.3f %%\n", 100 * st.p_diff_rms, 100 * st.p_diff_rms_err);
         printf("Same top p: %6.3f ± %5.3f %%\n", 100 * st.same_top, 100 * st.same_top_err);
     }
     fc_llm_session_free(s);
     free(base);
     free(q);
     free(klds);
+    free(dps);
     free(b.tokens);
     fc_tokens_free(text);
     if (b.f) fclose(b.f);

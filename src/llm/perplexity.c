@@ -147,7 +147,7 @@ static int64_t argmax(const float *x, int64_t n)
     return k;
 }
 
-double fc_kld_add(fc_kld_acc *acc, const float *base, const float *q, int64_t n_vocab, fc_token tok)
+double fc_kld_add(fc_kld_acc *acc, const float *base, const float *q, int64_t n_vocab, fc_token tok, double *p_diff)
 {
     /* the exact sum over every id: the base's log-probabilities are stored in
      * f32, so llama.cpp's cut at log p < -16 (where its 16-bit codes stop) is
@@ -164,7 +164,22 @@ double fc_kld_add(fc_kld_acc *acc, const float *base, const float *q, int64_t n_
     acc->kld2 += kld * kld;
     acc->same_top += argmax(base, n_vocab) == argmax(q, n_vocab);
     acc->count++;
+    const double dp = exp(-nll) - exp(-nll_base);
+    acc->p_diff += dp;
+    acc->p_diff2 += dp * dp;
+    acc->p_diff4 += dp * dp * dp * dp;
+    if (p_diff) *p_diff = dp;
     return kld;
+}
+
+double fc_kld_percentile(const double *sorted, size_t n, float fraction)
+{
+    if (fraction <= 0) return sorted[0];
+    if (fraction >= 1) return sorted[n - 1];
+    float p = fraction * (float)(n - 1);
+    const size_t ip = (size_t)p;
+    p -= (float)ip;
+    return (1 - p) * sorted[ip] + p * sorted[ip + 1 < n ? ip + 1 : n - 1];
 }
 
 fc_kld_stats fc_kld_summary(const fc_kld_acc *acc)
@@ -181,5 +196,26 @@ fc_kld_stats fc_kld_summary(const fc_kld_acc *acc)
     r.kld = mean_err(acc->kld, acc->kld2, n, 10, &r.kld_err);
     r.same_top = (double)acc->same_top / (double)n;
     r.same_top_err = n > 1 ? sqrt(r.same_top * (1 - r.same_top) / (double)(n - 1)) : 0.0;
+    /* llama-perplexity's derived figures: the covariance of the two mean NLLs
+     * (0 under 10 positions), and each uncertainty propagated to first order */
+    double e_q, e_b;
+    const double m_q = mean_err(acc->nll, acc->nll2, n, 10, &e_q), m_b = mean_err(acc->nll_base, acc->nll_base2, n, 10, &e_b);
+    const double cov = n < 10 ? 0.0
+                              : (acc->nll_nll_base / (double)n - (acc->nll / (double)n) * (acc->nll_base / (double)n)) /
+                                    (double)(n - 1);
+    r.ln_ppl_cor = e_q > 0 && e_b > 0 ? cov / (e_q * e_b) : 0.0;
+    r.ln_ratio = m_q - m_b;
+    const double v_ratio = e_q * e_q + e_b * e_b - 2 * cov;
+    r.ln_ratio_err = v_ratio > 0 ? sqrt(v_ratio) : 0.0;
+    r.ratio = exp(r.ln_ratio);
+    r.ratio_err = r.ratio * r.ln_ratio_err;
+    r.diff = r.ppl - r.ppl_base;
+    const double v_diff = r.ppl_err * r.ppl_err + r.ppl_base_err * r.ppl_base_err - 2 * r.ppl * r.ppl_base * cov;
+    r.diff_err = v_diff > 0 ? sqrt(v_diff) : 0.0;
+    r.p_diff = mean_err(acc->p_diff, acc->p_diff2, n, 10, &r.p_diff_err);
+    double e_mse;
+    const double mse = mean_err(acc->p_diff2, acc->p_diff4, n, 10, &e_mse);
+    r.p_diff_rms = sqrt(mse > 0 ? mse : 0.0);
+    r.p_diff_rms_err = r.p_diff_rms > 0 ? 0.5 / r.p_diff_rms * e_mse : 0.0;
     return r;
 }

@@ -233,10 +233,18 @@ Test(perplexity, kld_self_is_zero)
     for (int c = 0; c < N_CHUNK; c++)
         for (int64_t j = 0; j < ns; j++) {
             const float *row = lp + (size_t)((c * ns + j) * nv);
-            cr_assert_eq(fc_kld_add(&acc, row, row, nv, toks[c * N_CTX + N_CTX / 2 + 1 + j]), 0.0);
+            double dp = 1;
+            cr_assert_eq(fc_kld_add(&acc, row, row, nv, toks[c * N_CTX + N_CTX / 2 + 1 + j], &dp), 0.0);
+            cr_assert_eq(dp, 0.0);
         }
     const fc_kld_stats st = fc_kld_summary(&acc);
     cr_assert_eq(st.kld, 0.0);
+    cr_assert_eq(st.p_diff, 0.0);
+    cr_assert_eq(st.p_diff_rms, 0.0);
+    cr_assert_eq(st.ln_ratio, 0.0);
+    cr_assert_eq(st.ratio, 1.0);
+    cr_assert_eq(st.diff, 0.0);
+    cr_assert_float_eq(st.ln_ppl_cor, 1.0, 1e-9, "a model against itself: correlation %g", st.ln_ppl_cor);
     cr_assert_eq(st.same_top, 1.0);
     cr_assert_eq(st.ppl, st.ppl_base);
     /* the log-probabilities are rounded to f32, the direct estimate is not */
@@ -267,11 +275,11 @@ Test(perplexity, kld_q8_0_matches_llama)
     for (int c = 0; c < N_CHUNK; c++)
         for (int64_t j = 0; j < ns; j++) {
             const size_t off = (size_t)((c * ns + j) * nv);
-            fc_kld_add(&acc, lb + off, lq + off, nv, toks[c * N_CTX + N_CTX / 2 + 1 + j]);
+            fc_kld_add(&acc, lb + off, lq + off, nv, toks[c * N_CTX + N_CTX / 2 + 1 + j], NULL);
         }
     const fc_kld_stats st = fc_kld_summary(&acc);
 
-    double kld = 0;
+    double kld = 0, dp = 0, dp2 = 0;
     int64_t same = 0, count = 0;
     double *pb = malloc((size_t)nv * sizeof *pb), *pq = malloc((size_t)nv * sizeof *pq);
     fc_token chunk[N_CTX];
@@ -290,13 +298,25 @@ Test(perplexity, kld_q8_0_matches_llama)
             }
             kld += k;
             same += ab == aq;
+            const fc_token next = chunk[p + 1];
+            const double d = exp(pq[next]) - exp(pb[next]); /* dp of the token that followed */
+            dp += d, dp2 += d * d;
             count++;
         }
         free(l0);
         free(l1);
     }
     kld /= (double)count;
+    dp /= (double)count;
+    const double rms = sqrt(dp2 / (double)count);
     cr_assert_eq(st.count, count);
+    /* dp and its RMS against llama.cpp's logits (the model's own logits differ from llama.cpp's
+     * by rounding, so by a tolerance), and the derived figures as their definitions give them */
+    cr_assert_leq(fabs(st.p_diff - dp), 0.05 * fabs(dp) + 1e-5, "mean dp %.6g, from llama.cpp's logits %.6g", st.p_diff, dp);
+    cr_assert_leq(fabs(st.p_diff_rms - rms), 0.05 * rms + 1e-5, "RMS dp %.6g, from llama.cpp's logits %.6g", st.p_diff_rms, rms);
+    cr_assert_float_eq(st.ratio, st.ppl / st.ppl_base, 1e-9 * st.ratio);
+    cr_assert_float_eq(st.diff, st.ppl - st.ppl_base, 1e-9);
+    cr_assert(st.ln_ppl_cor > 0.9 && st.ln_ppl_cor <= 1.0 + 1e-9, "Q8_0 vs f32: ln PPL correlation %g", st.ln_ppl_cor);
     cr_assert_gt(st.kld, 0.0, "a Q8_0 model's KLD is not positive: %g", st.kld);
     cr_assert_lt(st.kld, 0.05, "a Q8_0 model's KLD is not small: %g", st.kld);
     cr_assert_leq(fabs(st.kld - kld), 0.05 * kld + 1e-5, "KLD %.6g, from llama.cpp's logits %.6g", st.kld, kld);
@@ -338,4 +358,18 @@ Test(perplexity, cli_prints_the_library_estimate)
     cr_assert_str_eq(got, want, "the CLI's estimate is not the library's");
     fc_tokens_free(toks);
     fc_llm_model_free(m);
+}
+
+/* llama-perplexity's percentile: linear between the neighbours of
+ * fraction * (n - 1), the ends for fractions outside (0, 1). */
+Test(perplexity, percentile_interpolates_as_llama_perplexity)
+{
+    const double v[] = {0.0, 1.0, 2.0, 4.0, 8.0};
+    cr_assert_eq(fc_kld_percentile(v, 5, 0.0f), 0.0);
+    cr_assert_eq(fc_kld_percentile(v, 5, 1.0f), 8.0);
+    cr_assert_eq(fc_kld_percentile(v, 5, 0.5f), 2.0);            /* position 2 */
+    cr_assert_float_eq(fc_kld_percentile(v, 5, 0.875f), 6.0, 1e-6); /* position 3.5: between 4 and 8 */
+    cr_assert_float_eq(fc_kld_percentile(v, 5, 0.1f), 0.4, 1e-6);   /* position 0.4 */
+    const double one[] = {3.0};
+    cr_assert_eq(fc_kld_percentile(one, 1, 0.99f), 3.0);
 }
