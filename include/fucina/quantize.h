@@ -30,6 +30,13 @@ typedef struct fc_quantize_progress {
     int64_t ne[FC_GGUF_MAX_DIMS];  /* GGUF order */
     uint64_t src_bytes, dst_bytes;
     int fallback;                  /* the type fell back: ne[0] is not a multiple of the block */
+    /* with an imatrix, for a tensor that is re-encoded: 1 its rows were
+     * encoded with importance weights; 0 the file has no entry for it, or
+     * its type takes none (q8_0, f16, ...: see imatrix_missing) */
+    int imatrix;
+    /* 1: an imatrix was given, the target type takes weights, and the file
+     * has no entry for this tensor (llama-quantize: "did not find weights") */
+    int imatrix_missing;
 } fc_quantize_progress;
 
 typedef struct fc_quantize_options {
@@ -47,12 +54,23 @@ typedef struct fc_quantize_options {
     int allow_requantize;
     /* 1: output.weight keeps its type (llama-quantize --leave-output-tensor) */
     int leave_output_tensor;
+    /* An importance matrix (llama-imatrix's GGUF file, fucina/imatrix.h), as
+     * llama-quantize --imatrix: a re-encoded tensor with an entry is encoded
+     * with weights in_sum2 / counts (per expert for 3-D tensors), byte for
+     * byte as ggml_quantize_chunk with that imatrix; tensors without one are
+     * encoded as without a file. The mix rules see that there is one (Q4_0 /
+     * Q5_0 ffn_down in the first eighth of the layers become Q4_1 / Q5_1,
+     * IQ4_NL / IQ4_XS keep theirs). The output gets quantize.imatrix.file,
+     * .dataset, .entries_count and .chunks_count. NULL: none. */
+    const char *imatrix_path;
 } fc_quantize_options;
 
 typedef struct fc_quantize_summary {
     int ftype;                     /* general.file_type written */
     int64_t n_tensors, n_changed, n_fallback, n_elements;
     uint64_t bytes_in, bytes_out;  /* tensor data */
+    int64_t n_imatrix;             /* tensors encoded with importance weights */
+    int64_t n_imatrix_missing;     /* re-encoded tensors whose type takes weights but had no entry */
 } fc_quantize_summary;
 
 /* Defaults: no type, per-mix output and embedding types (-1), all flags 0. */

@@ -15,6 +15,7 @@ int fc_cmd_bench(int argc, char **argv);
 int fc_cmd_tokenize(int argc, char **argv);
 int fc_cmd_embed(int argc, char **argv);
 int fc_cmd_perplexity(int argc, char **argv);
+int fc_cmd_imatrix(int argc, char **argv);
 int fc_cmd_train_tokenizer(int argc, char **argv);
 int fc_cmd_serve(int argc, char **argv);
 int fc_cmd_pretrain(int argc, char **argv);

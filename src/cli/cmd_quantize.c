@@ -44,9 +44,14 @@ static void help(FILE *f)
                "  --leave-output-tensor         output.weight keeps its type\n"
                "  --allow-requantize            re-encode tensors that are already quantized (refused\n"
                "                                otherwise: a second quantization loses what the first kept)\n"
+               "  --imatrix FILE                importance matrix (llama-imatrix's GGUF, or `fucina imatrix`):\n"
+               "                                tensors with an entry are encoded with its weights (q4_0..q5_1,\n"
+               "                                q2_K..q6_K, iq4_nl, iq4_xs; the others take none), as llama-quantize\n"
                "  --threads N                   worker threads (default: FUCINA_THREADS or the cores)\n"
                "  --dry-run                     print the plan (tensor, type, size) and write nothing\n"
                "  --progress / --quiet          per-tensor lines on stderr (default: when it is a terminal)\n"
+               "The IQ1/IQ2/IQ3 mixes (which need an imatrix in llama.cpp) are not offered: their grid\n"
+               "encoders are not in Fucina.\n"
                "Exit status: 0 done, 1 failure (I/O, missing encoder), 2 bad usage or bad input.\n");
 }
 
@@ -66,7 +71,10 @@ static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
 typedef struct prog {
     FILE *f;
-    int dry;
+    int dry, show;            /* show: print a line per tensor */
+    char *missing;            /* tensors the imatrix has no entry for, comma-separated */
+    size_t missing_len;
+    long n_missing;
 } prog;
 
 static void shape(char *buf, size_t cap, const fc_quantize_progress *p)
@@ -79,12 +87,24 @@ static void shape(char *buf, size_t cap, const fc_quantize_progress *p)
 
 static void on_tensor(void *user, const fc_quantize_progress *p)
 {
-    const prog *pg = user;
+    prog *pg = user;
+    if (p->imatrix_missing) {
+        size_t l = strlen(p->name);
+        char *grown = realloc(pg->missing, pg->missing_len + l + 3);
+        if (grown) {
+            pg->missing = grown;
+            pg->missing_len += (size_t)snprintf(grown + pg->missing_len, l + 3, "%s%s", pg->n_missing ? ", " : "",
+                                                p->name);
+            pg->n_missing++;
+        }
+    }
+    if (!pg->show) return;
     char sh[96];
     shape(sh, sizeof sh, p);
-    fprintf(pg->f, "[%4lld/%4lld] %-40s %-22s %6s -> %-6s %9.2f -> %9.2f MiB%s\n", (long long)p->index + 1,
+    fprintf(pg->f, "[%4lld/%4lld] %-40s %-22s %6s -> %-6s %9.2f -> %9.2f MiB%s%s\n", (long long)p->index + 1,
             (long long)p->count, p->name, sh, fc_ggml_type_name(p->src_type), fc_ggml_type_name(p->dst_type),
-            mib(p->src_bytes), mib(p->dst_bytes), p->fallback ? " (fallback: ne[0] vs block)" : "");
+            mib(p->src_bytes), mib(p->dst_bytes), p->fallback ? " (fallback: ne[0] vs block)" : "",
+            p->imatrix ? " (imatrix)" : p->imatrix_missing ? " (no imatrix entry)" : "");
     fflush(pg->f);
 }
 
@@ -110,6 +130,12 @@ int fc_cmd_quantize(int argc, char **argv)
             progress = 1;
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             progress = 0;
+        } else if (!strcmp(a, "--imatrix")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "fucina quantize: --imatrix needs a file\n");
+                return 2;
+            }
+            o.imatrix_path = argv[++i];
         } else if (!strcmp(a, "--output-tensor-type") || !strcmp(a, "--token-embedding-type") ||
                    !strcmp(a, "--threads")) {
             if (i + 1 >= argc) {
@@ -159,7 +185,8 @@ int fc_cmd_quantize(int argc, char **argv)
         return 2;
     }
     prog pg = {.f = o.dry_run ? stdout : stderr, .dry = o.dry_run};
-    if (o.dry_run || (progress < 0 ? isatty(STDERR_FILENO) : progress)) {
+    pg.show = o.dry_run || (progress < 0 ? isatty(STDERR_FILENO) : progress);
+    if (pg.show || o.imatrix_path) { /* the tensors without an entry are always reported */
         o.progress = on_tensor;
         o.progress_user = &pg;
     }
@@ -184,12 +211,17 @@ int fc_cmd_quantize(int argc, char **argv)
     fc_quantize_summary s;
     fc_status st = fc_gguf_quantize(ctx, pos[0], pos[1], &o, &s);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (pg.n_missing)
+        fprintf(stderr, "fucina quantize: %s has no entry for %ld tensor%s, encoded without importance weights: %s\n",
+                o.imatrix_path, pg.n_missing, pg.n_missing == 1 ? "" : "s", pg.missing);
+    free(pg.missing);
     if (st != FC_OK) {
         fprintf(stderr, "fucina quantize: %s\n", fc_ctx_error(ctx));
         fc_ctx_free(ctx);
         /* the input's fault (missing, malformed, unknown type): 2; the rest 1 */
         return st == FC_ERR_FORMAT || st == FC_ERR_INVALID_ARG || st == FC_ERR_DTYPE ||
-                       (st == FC_ERR_IO && access(pos[0], R_OK) != 0)
+                       (st == FC_ERR_IO && (access(pos[0], R_OK) != 0 ||
+                                            (o.imatrix_path && access(o.imatrix_path, R_OK) != 0)))
                    ? 2
                    : 1;
     }
@@ -202,6 +234,7 @@ int fc_cmd_quantize(int argc, char **argv)
            o.dry_run ? "plan for" : "quantized", o.type, (long long)s.n_tensors, (long long)s.n_changed,
            (long long)s.n_fallback, ne / 1e6, mib(s.bytes_in), 8.0 * (double)s.bytes_in / ne, mib(s.bytes_out),
            8.0 * (double)s.bytes_out / ne, s.bytes_in ? 100.0 * (double)s.bytes_out / (double)s.bytes_in : 0.0);
+    if (o.imatrix_path) printf("; %lld tensors with importance weights", (long long)s.n_imatrix);
     if (!o.dry_run) {
         struct stat a, b;
         if (stat(pos[0], &a) == 0 && stat(pos[1], &b) == 0)

@@ -27,6 +27,7 @@ static const command commands[] = {
     {"sft", fc_cmd_sft, "MODEL.gguf --data CHAT.jsonl -o OUT.gguf: fine-tune on conversations (assistant turns)"},
     {"finetune", fc_cmd_finetune, "--lora MODEL.gguf --data FILE.jsonl -o ADAPTER.gguf: LoRA fine-tuning (any format)"},
     {"perplexity", fc_cmd_perplexity, "-m MODEL.gguf -f TEXT: perplexity and KL divergence (llama-perplexity's way)"},
+    {"imatrix", fc_cmd_imatrix, "MODEL.gguf -f TEXT -o OUT.gguf: an importance matrix for quantize (llama-imatrix's)"},
     {"bench", fc_cmd_bench, "MODEL.gguf: prefill and decode tokens/s (llama-bench's flags)"},
     {"make-model", fc_cmd_make_model, "OUT.gguf: write a random-weight model of any family (llama.cpp's names)"},
     {"demo", fc_cmd_demo, "small end-to-end examples (spirals: train a classifier with each optimizer)"},

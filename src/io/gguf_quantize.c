@@ -21,6 +21,7 @@
 #include "exec/workers.h"
 #include "fucina/gguf.h"
 #include "fucina/half.h"
+#include "fucina/imatrix.h"
 #include "io/atomic_file.h"
 #include "io/gguf_internal.h"
 #include "io/gguf_quantize_policy.h"
@@ -144,10 +145,14 @@ static void decode_row(uint32_t type, const void *src, float *dst, size_t n)
     }
 }
 
-/* F16 and BF16 round to nearest even, as ggml's row converters do. */
-static void encode_row(uint32_t type, const float *src, void *dst, size_t n)
+/* F16 and BF16 round to nearest even, as ggml's row converters do. qw: the
+ * row's importance weights, NULL for none (only types that take them get
+ * them: see weights_for). */
+static void encode_row(uint32_t type, const float *src, void *dst, size_t n, const float *qw)
 {
-    if (type == FC_GGML_F32) {
+    if (qw) {
+        fcq_weighted_encoder(type)(src, dst, n, qw);
+    } else if (type == FC_GGML_F32) {
         memcpy(dst, src, n * sizeof(float));
     } else if (type == FC_GGML_F16) {
         fc_f16 *d = dst;
@@ -178,6 +183,8 @@ typedef struct slab_job {
     int64_t ne0, rows, rows_per_chunk;
     uint64_t src_row, dst_row;
     float **scratch;           /* one row of f32 per worker */
+    const float *qw;           /* importance weights, n_mat x ne0, or NULL */
+    int64_t row0, rows_per_mat; /* the slab's first row in the tensor; rows of one expert */
 } slab_job;
 
 static void slab_chunk(void *arg, int64_t chunk, int worker)
@@ -189,11 +196,13 @@ static void slab_chunk(void *arg, int64_t chunk, int worker)
     for (int64_t r = r0; r < r1; r++) {
         const void *s = j->src + (uint64_t)r * j->src_row;
         void *d = j->dst + (uint64_t)r * j->dst_row;
+        /* an expert's rows share its weights, as llama-quantize slices them */
+        const float *qw = j->qw ? j->qw + (j->row0 + r) / j->rows_per_mat * j->ne0 : NULL;
         if (j->src_type == FC_GGML_F32) { /* no copy: encode straight from the mapping */
-            encode_row(j->dst_type, s, d, (size_t)j->ne0);
+            encode_row(j->dst_type, s, d, (size_t)j->ne0, qw);
         } else {
             decode_row(j->src_type, s, f, (size_t)j->ne0);
-            encode_row(j->dst_type, f, d, (size_t)j->ne0);
+            encode_row(j->dst_type, f, d, (size_t)j->ne0, qw);
         }
     }
 }
@@ -214,6 +223,9 @@ typedef struct run {
     int n_scratch;
     unsigned char *slab;
     size_t slab_cap;
+    fc_imatrix *imx;
+    const fc_imatrix_entry **imx_of; /* per output tensor: the entry used, or NULL */
+    float *qw;                       /* the current tensor's weights */
 } run;
 
 static void run_free(run *r)
@@ -230,6 +242,9 @@ static void run_free(run *r)
     free(r->types);
     free(r->fallback);
     free(r->slab);
+    fc_imatrix_free(r->imx);
+    free(r->imx_of);
+    free(r->qw);
 }
 
 static fc_status fail(run *r, fc_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -269,6 +284,29 @@ static void release_pages(const void *p, uint64_t n)
 
 static const char *split_keys[] = {"split.no", "split.count", "split.tensors.count"};
 
+/* Tensor k takes importance weights but the imatrix has no entry for it. */
+static int imatrix_missing(const run *r, int64_t k)
+{
+    const fc_gguf_tensor_info *ti = &r->info[r->perm[k]];
+    return r->imx && !r->imx_of[k] && r->types[k] != ti->type && fcq_weighted_encoder(r->types[k]) != NULL;
+}
+
+/* What llama-quantize adds after the file type (its KV overrides): the
+ * imatrix path and first dataset (each cut to 127 bytes, its buffer), the
+ * entry count and the chunk count (u32, the chunks only when known). */
+static fc_status imatrix_kvs(run *r, const char *path)
+{
+    fc_status st = fc_gguf_set_strn(r->w, "quantize.imatrix.file", path, strlen(path) < 127 ? strlen(path) : 127);
+    if (st == FC_OK && r->imx->n_datasets > 0) {
+        const char *d = r->imx->datasets[0];
+        st = fc_gguf_set_strn(r->w, "quantize.imatrix.dataset", d, strlen(d) < 127 ? strlen(d) : 127);
+    }
+    if (st == FC_OK) st = fc_gguf_set_u32(r->w, "quantize.imatrix.entries_count", (uint32_t)r->imx->n_entries);
+    if (st == FC_OK && r->imx->chunk_count > 0)
+        st = fc_gguf_set_u32(r->w, "quantize.imatrix.chunks_count", r->imx->chunk_count);
+    return st;
+}
+
 fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_path, const fc_quantize_options *opt,
                            fc_quantize_summary *summary)
 {
@@ -301,6 +339,11 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
             return fail(&r, FC_ERR_INVALID_ARG, "the output %s is the input file; write to another path",
                         fc_io_path_for_msg(out_path, pb, sizeof pb));
     }
+    if (opt->imatrix_path && !(r.imx = fc_imatrix_load(ctx, opt->imatrix_path))) {
+        fc_status st = fc_ctx_status(ctx); /* the loader named the file and the reason */
+        run_free(&r);
+        return st != FC_OK ? st : FC_ERR_IO;
+    }
     r.g = fc_gguf_open(ctx, in_path, 0);
     if (!r.g) { /* the reader's message is in ctx */
         fc_status st = fc_ctx_status(ctx);
@@ -316,8 +359,9 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
     r.perm = calloc(nn, sizeof *r.perm);
     r.types = calloc(nn, sizeof *r.types);
     r.fallback = calloc(nn, sizeof *r.fallback);
+    r.imx_of = calloc(nn, sizeof *r.imx_of);
     fc_quant_tensor *ordered = calloc(nn, sizeof *ordered);
-    if (!r.qt || !r.info || !r.perm || !r.types || !r.fallback || !ordered) {
+    if (!r.qt || !r.info || !r.perm || !r.types || !r.fallback || !r.imx_of || !ordered) {
         free(ordered);
         return fail(&r, FC_ERR_OOM, "out of memory");
     }
@@ -336,7 +380,7 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
     fc_quant_model model;
     read_model(r.g, r.qt, n, &model);
     fc_quant_opts po = {.pure = opt->pure, .output_type = opt->output_tensor_type,
-                        .token_embd_type = opt->token_embedding_type};
+                        .token_embd_type = opt->token_embedding_type, .has_imatrix = r.imx != NULL};
     char why[512];
     int ok = fc_quant_policy(mix, &model, &po, ordered, (size_t)n, r.types, r.fallback, why, sizeof why);
     free(ordered);
@@ -371,6 +415,29 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
                         "(allow it with --allow-requantize)",
                         ti->name, ti->type_name, fc_ggml_type_name(to));
         sum.n_changed++;
+        if (r.imx) {
+            /* llama-quantize: an entry is used when it has ne[0] x ne[2]
+             * values (one row per expert); another size is an error, except
+             * for token_embd (a get_rows, never in a real imatrix), which is
+             * then encoded without */
+            const fc_imatrix_entry *e = fc_imatrix_find(r.imx, ti->name);
+            const int64_t n_mat = ti->n_dims > 2 ? ti->ne[2] : 1;
+            int is_embd = !strcmp(ti->name, "token_embd.weight");
+            if (e && (e->n_cols != ne0 || e->n_mat != n_mat) && !is_embd)
+                return fail(&r, FC_ERR_INVALID_ARG,
+                            "%s: the imatrix entry for \"%s\" has %lld x %lld values, the tensor needs %lld x %lld "
+                            "(columns x experts): an imatrix of another model?",
+                            fc_io_path_for_msg(opt->imatrix_path, pb, sizeof pb), ti->name, (long long)e->n_cols,
+                            (long long)e->n_mat, (long long)ne0, (long long)n_mat);
+            int takes = fcq_weighted_encoder(to) != NULL;
+            if (e && (e->n_cols != ne0 || e->n_mat != n_mat)) e = NULL;
+            if (takes && e) {
+                r.imx_of[k] = e;
+                sum.n_imatrix++;
+            } else if (takes) {
+                sum.n_imatrix_missing++;
+            }
+        }
         if (opt->dry_run) continue; /* the plan is printed whatever the encoders */
         if (!can_decode(ti->type))
             return fail(&r, FC_ERR_DTYPE, "tensor \"%s\": cannot convert type %s to %s (only float and block "
@@ -391,7 +458,8 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
             pr = (fc_quantize_progress){.index = k, .count = n, .name = ti->name, .src_type = ti->type,
                                         .dst_type = r.types[k], .n_dims = ti->n_dims, .src_bytes = ti->nbytes,
                                         .dst_bytes = row_bytes(r.types[k], ti->ne[0]) * (uint64_t)rows,
-                                        .fallback = r.fallback[k]};
+                                        .fallback = r.fallback[k], .imatrix = r.imx_of[k] != NULL,
+                                        .imatrix_missing = imatrix_missing(&r, k)};
             memcpy(pr.ne, ti->ne, sizeof pr.ne);
             opt->progress(opt->progress_user, &pr);
         }
@@ -412,6 +480,7 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
     if (fc_gguf_set_u32(r.w, "general.quantization_version", 2) != FC_OK ||
         fc_gguf_set_u32(r.w, "general.file_type", (uint32_t)mix->ftype) != FC_OK)
         return fail(&r, fc_ctx_status(ctx), "setting the file type");
+    if (r.imx && imatrix_kvs(&r, opt->imatrix_path) != FC_OK) return fail(&r, fc_ctx_status(ctx), "imatrix keys");
     int64_t max_ne0 = 1;
     for (int64_t k = 0; k < n; k++) {
         const fc_gguf_tensor_info *ti = &r.info[r.perm[k]];
@@ -463,6 +532,13 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
                 r.slab = p;
                 r.slab_cap = need;
             }
+            if (r.imx_of[k]) { /* the weights of every expert, once per tensor */
+                const fc_imatrix_entry *e = r.imx_of[k];
+                float *p = realloc(r.qw, (size_t)(e->n_cols * e->n_mat) * sizeof(float));
+                if (!p) return fail(&r, FC_ERR_OOM, "out of memory");
+                r.qw = p;
+                for (int64_t m = 0; m < e->n_mat; m++) fc_imatrix_weights(e, m, r.qw + m * e->n_cols);
+            }
             /* chunks of ~64 Ki elements: enough work per claim, many claims per slab */
             int64_t per_chunk = 65536 / ne0;
             if (per_chunk < 1) per_chunk = 1;
@@ -471,7 +547,8 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
                 slab_job j = {.src = (const unsigned char *)ti->data + (uint64_t)r0 * src_row, .dst = r.slab,
                               .src_type = ti->type, .dst_type = to, .ne0 = ne0, .rows = nr,
                               .rows_per_chunk = per_chunk, .src_row = src_row, .dst_row = dst_row,
-                              .scratch = r.scratch};
+                              .scratch = r.scratch, .qw = r.imx_of[k] ? r.qw : NULL, .row0 = r0,
+                              .rows_per_mat = ti->n_dims > 1 ? ti->ne[1] : 1};
                 fc_workers_run(pool, (nr + per_chunk - 1) / per_chunk, slab_chunk, &j);
                 if (fc_gguf_writer_write(r.w, r.slab, (uint64_t)nr * dst_row) != FC_OK)
                     return fail(&r, fc_ctx_status(ctx), "writing %s", fc_io_path_for_msg(out_path, pb2, sizeof pb2));
@@ -481,7 +558,8 @@ fc_status fc_gguf_quantize(fc_ctx *ctx, const char *in_path, const char *out_pat
         if (opt->progress) {
             pr = (fc_quantize_progress){.index = k, .count = n, .name = ti->name, .src_type = ti->type,
                                         .dst_type = to, .n_dims = ti->n_dims, .src_bytes = ti->nbytes,
-                                        .dst_bytes = dst_row * (uint64_t)rows, .fallback = r.fallback[k]};
+                                        .dst_bytes = dst_row * (uint64_t)rows, .fallback = r.fallback[k],
+                                        .imatrix = r.imx_of[k] != NULL, .imatrix_missing = imatrix_missing(&r, k)};
             memcpy(pr.ne, ti->ne, sizeof pr.ne);
             opt->progress(opt->progress_user, &pr);
         }

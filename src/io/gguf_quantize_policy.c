@@ -5,8 +5,9 @@
  * name, the per-mix bumps (llama_tensor_get_type_impl: token_embd / output,
  * attn_v and ffn_down getting more bits in some layers), and the fallback
  * when ne[0] is not a multiple of the type's block (tensor_type_fallback).
- * Only the branches a mix without an importance matrix can reach matter
- * here (the IQ1/IQ2/IQ3 mixes require one and are not offered). */
+ * The branches of the IQ1/IQ2/IQ3 mixes are left out (they need ggml's
+ * grid encoders, which are not here); the two that an importance matrix
+ * changes for the offered mixes are in (fc_quant_opts.has_imatrix). */
 #include "io/gguf_quantize_policy.h"
 
 #include <ctype.h>
@@ -209,8 +210,8 @@ static int layer_info(state *s, int counter, const char *name, int *i_layer)
     return 1;
 }
 
-/* llama_tensor_get_type_impl for the mixes offered (no IQ1/IQ2/IQ3 mixes,
- * no importance matrix). Returns 0 on error. */
+/* llama_tensor_get_type_impl for the mixes offered (no IQ1/IQ2/IQ3 mixes).
+ * Returns 0 on error. */
 static int rules(state *s, const fc_quant_opts *o, const fc_quant_tensor *t, cat c, uint32_t *type)
 {
     const int ft = s->mix->ftype;
@@ -258,9 +259,13 @@ static int rules(state *s, const fc_quant_opts *o, const fc_quant_tensor *t, cat
         else if (ft == FT_Q4_K_M) {
             if (m->is_falcon) nt = il < nl / 16 ? FC_GGML_Q6_K : use_more_bits(il, nl) ? FC_GGML_Q5_K : FC_GGML_Q4_K;
             else if (use_more_bits(il, nl)) nt = FC_GGML_Q6_K;
-        } else if (il < nl / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS)) nt = FC_GGML_Q5_K; /* no imatrix */
+        } else if (il < nl / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS) && !o->has_imatrix) nt = FC_GGML_Q5_K;
         else if (ft == FT_Q5_K_M && use_more_bits(il, nl)) nt = FC_GGML_Q6_K;
         else if (ft == FT_Q4_K_S && !m->is_falcon && il < nl / 8) nt = FC_GGML_Q5_K;
+        /* llama.cpp guards the first ffn_down layers of Q4_0 / Q5_0 only with
+         * an imatrix, so that a file without one stays what it always was */
+        else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && o->has_imatrix && il < nl / 8)
+            nt = ft == FT_Q4_0 ? FC_GGML_Q4_1 : FC_GGML_Q5_1;
         s->i_ffn_down++;
     } else if (c == CAT_ATTN_OUTPUT) {
         if (!m->is_falcon) {

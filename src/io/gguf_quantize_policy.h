@@ -48,6 +48,7 @@ typedef struct fc_quant_opts {
     int pure;                  /* every quantizable tensor gets the base type */
     int output_type;           /* --output-tensor-type: a ggml id, -1 none */
     int token_embd_type;       /* --token-embedding-type: a ggml id, -1 none */
+    int has_imatrix;           /* an importance matrix is given (qs.has_imatrix) */
 } fc_quant_opts;
 
 /* llama.cpp's loader order (weight_name_comparer): tensors outside blk.N

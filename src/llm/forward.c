@@ -93,6 +93,7 @@ typedef struct rows {
     float *cs_w, *sn_w;     /* [n, rot/2] sliding layers */
     float *mx;              /* moe_floats */
     const fc_llm_lora_set *lora; /* the model's adapters, NULL when none */
+    const fc_llm_act_hook *hook; /* the model's activation observer, NULL when none */
 } rows;
 
 static void carve(rows *r, float *p, const fc_llm_hparams *hp, int64_t n) {
@@ -157,10 +158,15 @@ static int project_base(fc_ctx *ctx, const float *a, int64_t n_rows, int64_t col
 /* The base products, then each weight's LoRA deltas when the model has
  * adapters set (src/llm/lora_apply.c): every projection of every path comes
  * through here, so prefill, decode and batches apply them alike; without
- * adapters the cost is the one NULL test. */
-static int project(fc_ctx *ctx, const fc_llm_lora_set *lora, const float *a, int64_t n_rows, int64_t cols,
-                   fc_tensor *const *w, float *const *y, int n) {
+ * adapters the cost is the one NULL test. An activation observer (an
+ * imatrix collection) sees each weight's input rows here, for the same
+ * reason, at the cost of one more test when there is none. */
+static int project(fc_ctx *ctx, const rows *b, const float *a, int64_t n_rows, int64_t cols, fc_tensor *const *w,
+                   float *const *y, int n) {
+    if (b->hook)
+        for (int i = 0; i < n; i++) b->hook->fn(b->hook->user, w[i], a, n_rows, cols);
     if (project_base(ctx, a, n_rows, cols, w, y, n) != 0) return -1;
+    const fc_llm_lora_set *lora = b->lora;
     if (!lora) return 0;
     for (int i = 0; i < n; i++) {
         const fc_llm_lora_delta *d = fc_llm_lora_find(lora, w[i]);
@@ -385,7 +391,7 @@ static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, co
     const int64_t n = b->n, E = hp->n_embd, NX = hp->n_expert, KU = hp->n_expert_used, FX = hp->n_ff_exp;
     float *lg = b->mx, *w = lg + n * NX, *acc = w + n * KU, *gath = acc + n * KU * E, *probs = gath + n * E;
     int32_t *sel = (int32_t *)(probs + NX), *idx = sel + n * KU;
-    if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
+    if (project(ctx, b, b->h, n, E, (fc_tensor *const[]){L->gate_inp}, (float *const[]){lg}, 1) != 0) return -1;
     for (int64_t t = 0; t < n; t++) fc_llm_moe_route(lg + t * NX, NX, KU, probs, sel + t * KU, w + t * KU);
     for (int64_t e = 0; e < NX; e++) {
         int64_t c = 0;
@@ -397,13 +403,13 @@ static int moe_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, co
             for (int64_t r = 0; r < c; r++) memcpy(gath + r * E, b->h + (idx[r] / KU) * E, (size_t)E * sizeof(float));
             in = gath;
         }
-        if (project(ctx, b->lora, in, c, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]},
+        if (project(ctx, b, in, c, E, (fc_tensor *const[]){L->gate_e[e], L->up_e[e]},
                     (float *const[]){b->gt, b->up}, 2) != 0)
             return -1;
         activate(ctx, K, hp, b->gt, b->up, 0, c, FX, b->act);
         /* down into the gather rows (consumed), then weighted into the slots */
         float *y = n > 1 ? gath : acc + idx[0] * E;
-        if (project(ctx, b->lora, b->act, c, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0)
+        if (project(ctx, b, b->act, c, FX, (fc_tensor *const[]){L->down_e[e]}, (float *const[]){y}, 1) != 0)
             return -1;
         for (int64_t r = 0; r < c; r++) K->f32_scale((size_t)E, y + r * E, w[idx[r]], acc + idx[r] * E);
     }
@@ -421,13 +427,13 @@ static int dense_ffn(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, 
     const int64_t n = b->n, E = hp->n_embd, F = hp->n_ff;
     const int fused = L->gate == NULL;
     if (fused) {
-        if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->up}, (float *const[]){b->gt}, 1) != 0) return -1;
-    } else if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){b->gt, b->up},
+        if (project(ctx, b, b->h, n, E, (fc_tensor *const[]){L->up}, (float *const[]){b->gt}, 1) != 0) return -1;
+    } else if (project(ctx, b, b->h, n, E, (fc_tensor *const[]){L->gate, L->up}, (float *const[]){b->gt, b->up},
                        2) != 0)
         return -1;
     fc_llm_prefetch(ctx, L->down); /* over the activation */
     activate(ctx, K, hp, b->gt, b->up, fused, n, F, b->act);
-    return project(ctx, b->lora, b->act, n, F, (fc_tensor *const[]){L->down}, (float *const[]){b->f}, 1);
+    return project(ctx, b, b->act, n, F, (fc_tensor *const[]){L->down}, (float *const[]){b->f}, 1);
 }
 
 /* Q, K and V of n rows: three projections sharing h, or one fused one split
@@ -436,14 +442,14 @@ static int qkv(const fck_table *K, fc_ctx *ctx, const fc_llm_hparams *hp, const 
     const int64_t n = b->n, E = hp->n_embd, Q = hp->n_head * hp->head_dim, KV = hp->n_head_kv * hp->head_dim;
     if (L->wqkv) {
         const int64_t W = Q + 2 * KV;
-        if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->wqkv}, (float *const[]){b->qkv}, 1) != 0)
+        if (project(ctx, b, b->h, n, E, (fc_tensor *const[]){L->wqkv}, (float *const[]){b->qkv}, 1) != 0)
             return -1;
         for (int64_t r = 0; r < n; r++) {
             memcpy(b->q + r * Q, b->qkv + r * W, (size_t)Q * sizeof(float));
             memcpy(b->k + r * KV, b->qkv + r * W + Q, (size_t)KV * sizeof(float));
             memcpy(b->v + r * KV, b->qkv + r * W + Q + KV, (size_t)KV * sizeof(float));
         }
-    } else if (project(ctx, b->lora, b->h, n, E, (fc_tensor *const[]){L->wq, L->wk, L->wv},
+    } else if (project(ctx, b, b->h, n, E, (fc_tensor *const[]){L->wq, L->wk, L->wv},
                        (float *const[]){b->q, b->k, b->v}, 3) != 0)
         return -1;
     add_bias(ctx, K, b->q, L->bq, n, Q);
@@ -472,6 +478,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
     rows b;
     carve(&b, s->rows, hp, n);
     b.lora = m->lora;
+    b.hook = m->act_hook;
     const char *oom = "fc_llm_forward: out of memory for the projections' scratch";
 
     if (rope_tables(m, hp->rope_theta, hp->rope_freq_scale, pos, n, b.cs, b.sn) != 0 ||
@@ -507,7 +514,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
                 return FC_ERR_INVALID_ARG;
             }
         }
-        if (project(ctx, b.lora, b.att, n, Q, (fc_tensor *const[]){L->wo}, (float *const[]){b.o}, 1) != 0) goto nomem;
+        if (project(ctx, &b, b.att, n, Q, (fc_tensor *const[]){L->wo}, (float *const[]){b.o}, 1) != 0) goto nomem;
         add_bias(ctx, K, b.o, L->bo, n, E);
         fc_llm_prefetch(ctx, L->gate_inp ? L->gate_inp : L->gate ? L->gate : L->up); /* the FFN's first weights */
         norm_in_place(ctx, K, b.o, L->attn_post_norm, eps, n, E);
@@ -553,7 +560,7 @@ static fc_status forward_rows(fc_ctx *ctx, fc_llm_session *s, const fc_llm_seg *
          * logits skips the head */
         if (hidden) memcpy(hidden, b.h, (size_t)(n_out * E) * sizeof(float));
         if (!logits) return FC_OK;
-        if (project(ctx, b.lora, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
+        if (project(ctx, &b, b.h, n_out, E, (fc_tensor *const[]){m->output}, (float *const[]){logits}, 1) != 0)
             goto nomem;
         if (hp->final_softcap > 0) { /* ggml: scale by 1/cap, tanh, scale by cap */
             const size_t nl = (size_t)(n_out * hp->n_vocab);

@@ -42,7 +42,17 @@ struct fc_llm_model {
     fc_llm_layer *layers;
     struct fc_llm_lora_set *lora; /* the adapters set (fc_llm_model_set_loras), NULL when none */
     int64_t pooling_type;   /* <arch>.pooling_type in llama.cpp's numbers; -1 absent */
+    const struct fc_llm_act_hook *act_hook; /* an imatrix collector's observer, NULL when none */
 };
+
+/* An observer of the projections' inputs (src/llm/imatrix.c): the forward's
+ * project() calls fn for every weight it multiplies (an expert's 2-D view
+ * for an expert), with the rows a[n_rows, cols] it multiplies it by, on the
+ * calling thread. NULL, the default, costs the forward one test. */
+typedef struct fc_llm_act_hook {
+    void (*fn)(void *user, const fc_tensor *w, const float *a, int64_t n_rows, int64_t cols);
+    void *user;
+} fc_llm_act_hook;
 
 /* One LoRA delta of a weight (src/llm/lora.c): y += scale * (x A^T) B^T over
  * a's [rank, in] and b's [out, rank] (GGUF's lora_a / lora_b, dims reversed),
