@@ -114,6 +114,11 @@ for alias in (["--n-predict", "12", "-t", "1", "-c", "64"], ["-n", "12", "--thre
                                                           "--cache-type-v", "q8_0"]):
     r = run("run", MODEL, "-p", PROMPT, *alias)
     check(r.returncode == 0 and r.stdout.startswith(PB), f"run {alias}: {r.stdout!r}")
+# -fa on|off|auto: accepted, and the text is the same (one attention implementation)
+for v in ("on", "off", "auto"):
+    for flag in ("-fa", "--flash-attn"):
+        r = run("run", MODEL, "-p", PROMPT, "-n", "12", flag, v)
+        check(r.returncode == 0 and r.stdout == base.stdout, f"run {flag} {v}: {r.stdout!r}")
 r = run("run", MODEL, "-p", PROMPT, "-n", "12", "--no-display-prompt")
 check(r.stdout == GEN + b"\n", f"--no-display-prompt prints only the generated text: {r.stdout!r} vs {GEN!r}")
 r = run("run", MODEL, "-f", "-", "-n", "12", stdin=PB)
@@ -262,7 +267,8 @@ for args, want in ((["-ctk", "f16", "-ctv", "q8_0"], "K and V share one cache ty
                    (["--repeat-last-n", "-2"], "--repeat-last-n '-2'"),
                    (["--presence-penalty", "nan"], "--presence-penalty 'nan'"),
                    (["--frequency-penalty", "1e9"], "--frequency-penalty '1e9'"),
-                   (["-n", "-2"], "-n '-2'"), (["-c", "x"], "-c 'x'"), (["-t", "0"], "-t '0'")):
+                   (["-n", "-2"], "-n '-2'"), (["-c", "x"], "-c 'x'"), (["-t", "0"], "-t '0'"),
+                   (["-fa", "1"], "-fa '1' is not one of on, off, auto")):
     for cmd in ("run", "chat"):
         r = run(cmd, MODEL, *PROMPT_ARG[cmd], *args, expect=2)
         check(want in r.stderr and len(r.stderr.splitlines()) == 1, f"{cmd} {args}: stderr {r.stderr!r}")
@@ -277,7 +283,7 @@ for cmd in ("run", "chat"):
     r = run(cmd, "--help")
     h = r.stdout.decode()
     for flag in ("-m, --model", "-s, --seed", "-c, --ctx-size", "--presence-penalty", "--frequency-penalty",
-                 "--repeat-last-n", "-ctv", "--reverse-prompt", "--no-display-prompt"):
+                 "--repeat-last-n", "-ctv", "--reverse-prompt", "--no-display-prompt", "--flash-attn"):
         check(flag in h, f"{cmd} --help lacks {flag}")
 
 if failures:

@@ -34,6 +34,8 @@ const char fc_cli_gen_args_help[] =
     "  -c, --ctx-size N     context length in tokens (the KV cache's size; --ctx is the same)\n"
     "  -ctk, --cache-type-k T  KV cache type: f16 (default), q8_0 or f32 (--cache-type)\n"
     "  -ctv, --cache-type-v T  accepted when equal to -ctk: K and V share one cache type\n"
+    "  -fa, --flash-attn on|off|auto  accepted for llama-cli's command lines: attention here is\n"
+    "                       always fused (no KQ matrix is formed), whatever the value\n"
     "  --mmap               map the model file (pages loaded on first touch, shared with the\n"
     "                       page cache) instead of reading it\n"
     "  --no-mmap            read the model into private 2 MiB pages, even when the file is\n"
@@ -76,7 +78,7 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
     /* every spelling of an option with a value, ours and llama-cli's */
     enum opt {
         O_N, O_TEMP, O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_THREADS, O_CTX, O_CTK, O_GRAMMAR,
-        O_LAST_N, O_PRESENCE, O_FREQUENCY, O_CTV, O_MODEL
+        O_LAST_N, O_PRESENCE, O_FREQUENCY, O_CTV, O_MODEL, O_FA
     };
     static const struct {
         const char *name;
@@ -104,6 +106,8 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
                  {"--cache-type-k", O_CTK},
                  {"-ctv", O_CTV},
                  {"--cache-type-v", O_CTV},
+                 {"-fa", O_FA},
+                 {"--flash-attn", O_FA},
                  {"-m", O_MODEL},
                  {"--model", O_MODEL},
                  {"--grammar", O_GRAMMAR},
@@ -205,6 +209,12 @@ int fc_cli_gen_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_gen_ar
         else g->kv_type_v = t, g->kv_v_set = 1;
         break;
     }
+    case O_FA:
+        /* llama-cli's -fa on|off|auto: accepted so its command lines run; attention here is
+         * always the fused one (no KQ matrix is formed), whatever the value */
+        want = "one of on, off, auto";
+        bad = strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto");
+        break;
     case O_MODEL:
         if (g->model) {
             fprintf(stderr, "fucina %s: %s '%s': the model is already '%s' (one model only)\n", cmd, a, v, g->model);
