@@ -58,7 +58,7 @@ def embed(model, *args, text=TEXT, fmt="json"):
     if fmt == "array":
         return json.loads(r.stdout)
     rows = []
-    for k, line in enumerate(r.stdout.splitlines()):
+    for k, line in enumerate(r.stdout.split("\n\ncosine similarity matrix:")[0].splitlines()):
         head, _, vals = line.partition(":")
         check(head == f"embedding {k}", f"plain line {k} starts '{head}'")
         rows.append([float(v) for v in vals.split()])
@@ -88,6 +88,27 @@ for model in (QWEN, LLAMA):
     check(len(plain) == len(js) and all(len(p) == len(j) and all(abs(x - y) <= 5.1e-7 for x, y in zip(p, j))
                                         for p, j in zip(plain, js)), f"{name}: plain shows the json vectors")
     E = len(js[0]) if js else 0
+    # json+: json and the cosine of every pair, computed here from the json vectors; plain ends with
+    # the same matrix to 2 decimals, its columns headed by each prompt's first 6 bytes
+    r = run("embed", model, "-p", TEXT, "--pooling", "mean", "--embd-output-format", "json+")
+    doc = json.loads(r.stdout) if r.returncode == 0 else {}
+    check([d["embedding"] for d in doc.get("data", [])] == js, f"{name}: json+ has json's vectors")
+
+    def cos(a, b):
+        na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(x * x for x in b))
+        return sum(x * y for x, y in zip(a, b)) / (na * nb)
+    want = [[cos(a, b) for b in js] for a in js]
+    got = doc.get("cosineSimilarity", [])
+    check(len(got) == len(want) and all(abs(x - y) < 1e-6 for gr, wr in zip(got, want) for x, y in zip(gr, wr)),
+          f"{name}: json+ cosineSimilarity {got} vs {want}")
+    r = run("embed", model, "-p", TEXT, "--pooling", "mean")
+    tail = r.stdout.split("cosine similarity matrix:\n\n", 1)[-1].splitlines()
+    check(tail[0] == "".join(f"{p[:6]:>6} " for p in PROMPTS), f"{name}: the matrix header {tail[:1]}")
+    rows = [[float(x) for x in t.split()[:len(PROMPTS)]] for t in tail[1:]]
+    check(len(rows) == len(PROMPTS) and all(abs(x - y) <= 0.0051 for gr, wr in zip(rows, want) for x, y in zip(gr, wr)),
+          f"{name}: plain's matrix {rows} vs {want}")
+    r = run("embed", model, "-p", PROMPTS[0], "--pooling", "mean", "--embd-output-format", "json+")
+    check(r.returncode == 0 and "cosineSimilarity" not in json.loads(r.stdout), f"{name}: one vector, no matrix")
     # defaults: no pooling_type key -> none, one vector per token, unit length
     toks = [n_tokens(model, p) for p in PROMPTS]
     dflt = embed(model)

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: fucina embed MODEL.gguf (-p TEXT | -f FILE) [--pooling none|mean|cls|last]\n"
                "                    [--embd-normalize N] [--embd-separator SEP]\n"
-               "                    [--embd-output-format plain|array|json] [-t N] [--mmap | --no-mmap]\n\n"
+               "                    [--embd-output-format plain|array|json|json+] [-t N] [--mmap | --no-mmap]\n\n"
                "Prints the embedding of each prompt: the model's final hidden states (after the output\n"
                "norm, the LM head's input), pooled and normalized as llama-embedding does. The text is\n"
                "cut at each SEP (default a newline) into prompts; each is tokenized (special tokens\n"
@@ -38,15 +39,27 @@ static void help(FILE *f)
                "                           2 Euclidean (default), N > 2 the p-norm\n"
                "  --embd-separator SEP     the prompt separator (default \"\\n\")\n"
                "  --embd-output-format F   plain (default: 'embedding K: v v ...', %%9.6f), array\n"
-               "                           ([[v, ...], ...]) or json (OpenAI's list of embeddings);\n"
-               "                           array and json print every float exactly (%%.9g)\n"
+               "                           ([[v, ...], ...]), json (OpenAI's list of embeddings) or json+\n"
+               "                           (json and the cosine similarity of every pair of vectors);\n"
+               "                           array and json print every float exactly (%%.9g); plain with\n"
+               "                           several prompts ends with their cosine similarity matrix\n"
                "  -t, --threads N          worker threads (default: FUCINA_THREADS or the cores)\n"
                "  --mmap, --no-mmap        map the model file / always read it (as fucina run)\n\n"
                "Vectors are numbered from 0 across the prompts (with --pooling none, one per token).\n"
                "Exit status: 0 done, 1 failure, 2 bad usage or input.\n");
 }
 
-typedef enum out_fmt { OUT_PLAIN, OUT_ARRAY, OUT_JSON } out_fmt;
+typedef enum out_fmt { OUT_PLAIN, OUT_ARRAY, OUT_JSON, OUT_JSON_PLUS } out_fmt;
+
+/* llama.cpp's common_embd_similarity_cos: the cosine of the angle, in double
+ * sums; two zero vectors are alike (1), a zero and another vector not (0). */
+static double cosine(const float *a, const float *b, int64_t n)
+{
+    double ab = 0, aa = 0, bb = 0;
+    for (int64_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+    if (aa == 0 || bb == 0) return aa == 0 && bb == 0 ? 1.0 : 0.0;
+    return ab / (sqrt(aa) * sqrt(bb));
+}
 
 static int takes_value(const char *a)
 {
@@ -120,6 +133,7 @@ static void print_row(const float *v, int64_t E, out_fmt f, int64_t k, int first
         printf("]");
         break;
     case OUT_JSON:
+    case OUT_JSON_PLUS:
         printf("%s\n    {\"object\": \"embedding\", \"index\": %lld, \"embedding\": [", first ? "" : ",", (long long)k);
         for (int64_t i = 0; i < E; i++) printf("%s%.9g", i ? ", " : "", v[i]);
         printf("]}");
@@ -186,8 +200,10 @@ int fc_cmd_embed(int argc, char **argv)
                 fmt = OUT_ARRAY;
             else if (!strcmp(v, "json"))
                 fmt = OUT_JSON;
+            else if (!strcmp(v, "json+"))
+                fmt = OUT_JSON_PLUS;
             else
-                return fc_cli_usage_error(CMD, "--embd-output-format takes plain, array or json, not", v);
+                return fc_cli_usage_error(CMD, "--embd-output-format takes plain, array, json or json+, not", v);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (fc_cli_parse_long(argv[++i], 1, 1024, &l))
                 return fc_cli_usage_error(CMD, "--threads takes an integer in 1..1024, not", argv[i]);
@@ -266,22 +282,46 @@ int fc_cmd_embed(int argc, char **argv)
     fc_llm_session_options so = fc_llm_session_default_options(); /* f16 cache, as llama-embedding's */
     so.n_ctx = (int64_t)max_tok;
     s = fc_llm_session_new_ex(ctx, m, &so);
-    out = malloc(max_tok * (size_t)E * sizeof *out);
+    /* every vector is kept: the similarity matrix compares them all */
+    size_t n_rows = 0;
+    for (size_t i = 0; i < n_prompts; i++) n_rows += (size_t)fc_llm_embed_rows(ctx, m, &eo, nt[i]);
+    out = malloc(n_rows * (size_t)E * sizeof *out);
     if (!s || !out) {
         if (!out) fprintf(stderr, "%s: out of memory\n", CMD);
         goto fail;
     }
-    if (fmt == OUT_ARRAY) printf("[");
-    if (fmt == OUT_JSON) printf("{\n  \"object\": \"list\",\n  \"data\": [");
     int64_t k = 0;
     for (size_t i = 0; i < n_prompts; i++) {
         fc_llm_session_reset(s);
-        if (fc_llm_embed(ctx, s, 0, toks[i], nt[i], &eo, out) != FC_OK) goto fail;
-        const int64_t rows = fc_llm_embed_rows(ctx, m, &eo, nt[i]);
-        for (int64_t r = 0; r < rows; r++, k++) print_row(out + r * E, E, fmt, k, k == 0);
+        if (fc_llm_embed(ctx, s, 0, toks[i], nt[i], &eo, out + k * E) != FC_OK) goto fail;
+        k += fc_llm_embed_rows(ctx, m, &eo, nt[i]);
     }
+    if (fmt == OUT_ARRAY) printf("[");
+    if (fmt == OUT_JSON || fmt == OUT_JSON_PLUS) printf("{\n  \"object\": \"list\",\n  \"data\": [");
+    for (int64_t r = 0; r < k; r++) print_row(out + r * E, E, fmt, r, r == 0);
     if (fmt == OUT_ARRAY) printf("]\n");
-    if (fmt == OUT_JSON) printf("\n  ]\n}\n");
+    if (fmt == OUT_JSON || fmt == OUT_JSON_PLUS) printf("\n  ]");
+    if (fmt == OUT_JSON_PLUS && k > 1) { /* llama-embedding's json+: the cosine of every pair */
+        printf(",\n  \"cosineSimilarity\": [");
+        for (int64_t a = 0; a < k; a++) {
+            printf("%s\n    [", a ? "," : "");
+            for (int64_t b = 0; b < k; b++) printf("%s%.9g", b ? ", " : "", cosine(out + a * E, out + b * E, E));
+            printf("]");
+        }
+        printf("\n  ]");
+    }
+    if (fmt == OUT_JSON || fmt == OUT_JSON_PLUS) printf("\n}\n");
+    if (fmt == OUT_PLAIN && n_prompts > 1 && (size_t)k == n_prompts) {
+        /* llama-embedding's plain report: the matrix, each column headed by a prompt's first
+         * 6 bytes and each row ended by its first 10 */
+        printf("\ncosine similarity matrix:\n\n");
+        for (size_t a = 0; a < n_prompts; a++) printf("%6.*s ", (int)(plen[a] < 6 ? plen[a] : 6), prompts[a]);
+        printf("\n");
+        for (size_t a = 0; a < n_prompts; a++) {
+            for (size_t b = 0; b < n_prompts; b++) printf("%6.2f ", cosine(out + a * E, out + b * E, E));
+            printf("%.*s\n", (int)(plen[a] < 10 ? plen[a] : 10), prompts[a]);
+        }
+    }
     rc = 0;
     goto done;
 fail:
