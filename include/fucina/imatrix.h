@@ -12,7 +12,8 @@
  * general.type = "imatrix", imatrix.datasets (array of strings),
  * imatrix.chunk_count and imatrix.chunk_size (u32); per entry, in name
  * order, "<name>.in_sum2" (F32, ne = [n_cols, n_mat]) and "<name>.counts"
- * (F32, ne = [1, n_mat]). A "<name>.in_sum" tensor (newer llama-imatrix,
+ * (F32, ne = [1, n_mat]), 1-D when n_mat is 1 (ggml's writer drops trailing
+ * 1s). A "<name>.in_sum" tensor (newer llama-imatrix,
  * the plain sums) is accepted and ignored. */
 #ifndef FUCINA_IMATRIX_H
 #define FUCINA_IMATRIX_H

@@ -293,13 +293,16 @@ fc_status fc_imatrix_save(fc_ctx *ctx, const fc_imatrix *m, const char *path)
     char name[600];
     for (int64_t i = 0; i < m->n_entries && st == FC_OK; i++) {
         const fc_imatrix_entry *e = &m->entries[i];
+        /* ggml's writer stores ggml_n_dims: a dense entry's [cols, 1] and
+         * [1, 1] go out 1-D, as in every file llama-imatrix writes */
         int64_t ne_s[2] = {e->n_cols, e->n_mat}, ne_c[2] = {1, e->n_mat};
+        const int nd = e->n_mat > 1 ? 2 : 1;
         snprintf(name, sizeof name, "%s.in_sum2", e->name);
-        st = fc_gguf_writer_add_raw(w, name, FC_GGML_F32, 2, ne_s, e->in_sum2,
+        st = fc_gguf_writer_add_raw(w, name, FC_GGML_F32, nd, ne_s, e->in_sum2,
                                     (uint64_t)(e->n_cols * e->n_mat) * sizeof(float));
         if (st != FC_OK) break;
         snprintf(name, sizeof name, "%s.counts", e->name);
-        st = fc_gguf_writer_add_raw(w, name, FC_GGML_F32, 2, ne_c, e->counts, (uint64_t)e->n_mat * sizeof(float));
+        st = fc_gguf_writer_add_raw(w, name, FC_GGML_F32, nd, ne_c, e->counts, (uint64_t)e->n_mat * sizeof(float));
     }
     if (st == FC_OK) st = fc_gguf_writer_save(w, path);
     fc_gguf_writer_free(w);

@@ -16,7 +16,10 @@
  *     file (not GGUF, legacy .dat, no or another general.type, sums without
  *     counts and the reverse, counts of the wrong shape, F16 data, a
  *     negative or NaN sum, no entries) is refused naming the file and the
- *     reason;
+ *     reason; our file is byte-identical to the one llama-imatrix's
+ *     save_imatrix makes with ggml's gguf writer (the oracle), and loads it;
+ *   - the mix rules an imatrix changes (Q4_0 / Q5_0 ffn_down of the first
+ *     eighth -> Q4_1 / Q5_1, no Q5_K bump for IQ4_NL / IQ4_XS);
  *   - fc_gguf_quantize with an imatrix against the oracle: every tensor of
  *     the output equals ggml_quantize_chunk of the input's rows with the
  *     weights llama-quantize computes (in_sum2 / counts, 1 for an expert
@@ -28,6 +31,7 @@
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,7 +273,8 @@ Test(imatrix, file_round_trip)
         cr_assert_arr_eq(x->in_sum2, y->in_sum2, (size_t)(x->n_cols * x->n_mat) * sizeof(float));
         cr_assert_arr_eq(x->counts, y->counts, (size_t)x->n_mat * sizeof(float));
     }
-    /* llama-imatrix's layout: the keys in its order, in_sum2 [cols, mats], counts [1, mats] */
+    /* llama-imatrix's layout: the keys in its order, in_sum2 [cols, mats], counts [1, mats]
+     * (1-D for one matrix) */
     fc_gguf *g = fc_gguf_open(ctx, p, 0);
     cr_assert(g);
     static const char *const keys[] = {"general.type", "imatrix.datasets", "imatrix.chunk_count", "imatrix.chunk_size"};
@@ -502,4 +507,164 @@ Test(imatrix, quantize_shape_mismatch)
     fc_ctx_clear_error(ctx);
     cr_assert_neq(fc_gguf_quantize(ctx, in, out, &o, NULL), FC_OK);
     cr_assert(strstr(fc_ctx_error(ctx), "none.gguf"), "%s", fc_ctx_error(ctx));
+}
+
+/* ---- the file against ggml's GGUF writer ------------------------------------------------ */
+
+/* llama-imatrix's save_imatrix, step for step through the oracle's ggml and
+ * gguf calls (gguf_set_val_str general.type, gguf_set_arr_str datasets, the
+ * two u32, then per entry in name order in_sum2 [cols, mats] and counts
+ * [1, mats] via ggml_new_tensor_2d and gguf_add_tensor, gguf_write_to_file):
+ * its file and ours have the same bytes, and ours loads its. */
+struct ggml_context;
+struct ggml_tensor;
+struct gguf_context;
+struct ggml_init_params {
+    size_t mem_size;
+    void *mem_buffer;
+    bool no_alloc;
+};
+
+Test(imatrix, file_equals_llama_imatrix_layout)
+{
+    const char *why = NULL;
+    if (!fco_ggml_available(&why)) cr_skip_test("%s", why);
+    struct ggml_context *(*init)(struct ggml_init_params) =
+        (struct ggml_context * (*)(struct ggml_init_params)) fco_ggml_sym("ggml_init");
+    void (*gfree_ctx)(struct ggml_context *) = (void (*)(struct ggml_context *))fco_ggml_sym("ggml_free");
+    struct ggml_tensor *(*new2d)(struct ggml_context *, int, int64_t, int64_t) =
+        (struct ggml_tensor * (*)(struct ggml_context *, int, int64_t, int64_t)) fco_ggml_sym("ggml_new_tensor_2d");
+    struct ggml_tensor *(*set_name)(struct ggml_tensor *, const char *) =
+        (struct ggml_tensor * (*)(struct ggml_tensor *, const char *)) fco_ggml_sym("ggml_set_name");
+    void *(*get_data)(const struct ggml_tensor *) =
+        (void *(*)(const struct ggml_tensor *))fco_ggml_sym("ggml_get_data");
+    struct gguf_context *(*empty)(void) = (struct gguf_context * (*)(void)) fco_ggml_sym("gguf_init_empty");
+    void (*gguf_free_)(struct gguf_context *) = (void (*)(struct gguf_context *))fco_ggml_sym("gguf_free");
+    void (*set_str)(struct gguf_context *, const char *, const char *) =
+        (void (*)(struct gguf_context *, const char *, const char *))fco_ggml_sym("gguf_set_val_str");
+    void (*set_arr_str)(struct gguf_context *, const char *, const char **, size_t) =
+        (void (*)(struct gguf_context *, const char *, const char **, size_t))fco_ggml_sym("gguf_set_arr_str");
+    void (*set_u32)(struct gguf_context *, const char *, uint32_t) =
+        (void (*)(struct gguf_context *, const char *, uint32_t))fco_ggml_sym("gguf_set_val_u32");
+    void (*add_tensor)(struct gguf_context *, const struct ggml_tensor *) =
+        (void (*)(struct gguf_context *, const struct ggml_tensor *))fco_ggml_sym("gguf_add_tensor");
+    bool (*write)(const struct gguf_context *, const char *, bool) =
+        (bool (*)(const struct gguf_context *, const char *, bool))fco_ggml_sym("gguf_write_to_file");
+    cr_assert(init && gfree_ctx && new2d && set_name && get_data && empty && gguf_free_ && set_str && set_arr_str &&
+              set_u32 && add_tensor && write);
+
+    fc_imatrix *m = sample();
+    char ours[300], theirs[300];
+    snprintf(ours, sizeof ours, "%s", fct_path(dir, "ours.imatrix.gguf"));
+    snprintf(theirs, sizeof theirs, "%s", fct_path(dir, "theirs.imatrix.gguf"));
+    cr_assert_eq(fc_imatrix_save(ctx, m, ours), FC_OK, "%s", fc_ctx_error(ctx));
+
+    struct ggml_context *gc = init((struct ggml_init_params){1 << 20, NULL, false});
+    struct gguf_context *g = empty();
+    set_str(g, "general.type", "imatrix");
+    const char *ds[] = {"calib.txt"};
+    set_arr_str(g, "imatrix.datasets", ds, 1);
+    set_u32(g, "imatrix.chunk_count", 5);
+    set_u32(g, "imatrix.chunk_size", 512);
+    char name[128];
+    for (int64_t i = 0; i < m->n_entries; i++) {
+        const fc_imatrix_entry *e = &m->entries[i];
+        struct ggml_tensor *s = new2d(gc, 0 /* F32 */, e->n_cols, e->n_mat), *c = new2d(gc, 0, 1, e->n_mat);
+        snprintf(name, sizeof name, "%s.in_sum2", e->name);
+        set_name(s, name);
+        snprintf(name, sizeof name, "%s.counts", e->name);
+        set_name(c, name);
+        memcpy(get_data(s), e->in_sum2, (size_t)(e->n_cols * e->n_mat) * sizeof(float));
+        memcpy(get_data(c), e->counts, (size_t)e->n_mat * sizeof(float));
+        add_tensor(g, s);
+        add_tensor(g, c);
+    }
+    cr_assert(write(g, theirs, false));
+    gguf_free_(g);
+    gfree_ctx(gc);
+
+    size_t na, nb;
+    unsigned char *a = fct_read_file(ours, &na), *b = fct_read_file(theirs, &nb);
+    cr_assert_eq(na, nb, "ours %zu bytes, llama-imatrix's way %zu", na, nb);
+    size_t first = 0;
+    while (first < na && a[first] == b[first]) first++;
+    cr_assert_eq(first, na, "the bytes differ from llama-imatrix's layout at byte %zu: ours %02x, theirs %02x", first,
+                 first < na ? a[first] : 0, first < na ? b[first] : 0);
+    free(a);
+    free(b);
+    fc_imatrix *r = fc_imatrix_load(ctx, theirs);
+    cr_assert(r, "%s", fc_ctx_error(ctx));
+    cr_assert_eq(r->n_entries, m->n_entries);
+    fc_imatrix_free(r);
+    fc_imatrix_free(m);
+}
+
+/* ---- the mix rules that look at the imatrix ------------------------------------------ */
+
+typedef struct plan {
+    char names[16][48];
+    uint32_t types[16];
+    int n;
+} plan;
+
+static void on_plan(void *user, const fc_quantize_progress *p)
+{
+    plan *pl = user;
+    if (pl->n < 16) {
+        snprintf(pl->names[pl->n], sizeof pl->names[0], "%s", p->name);
+        pl->types[pl->n++] = p->dst_type;
+    }
+}
+
+static uint32_t planned(const char *model, const char *mix, const char *imatrix, const char *tensor)
+{
+    plan pl = {.n = 0};
+    fc_quantize_options o = fc_quantize_default_options();
+    o.type = mix;
+    o.dry_run = 1;
+    o.imatrix_path = imatrix;
+    o.progress = on_plan;
+    o.progress_user = &pl;
+    cr_assert_eq(fc_gguf_quantize(ctx, model, NULL, &o, NULL), FC_OK, "%s", fc_ctx_error(ctx));
+    for (int i = 0; i < pl.n; i++)
+        if (!strcmp(pl.names[i], tensor)) return pl.types[i];
+    cr_assert_fail("%s is not in the plan", tensor);
+    return 0;
+}
+
+/* llama.cpp's has_imatrix rules (llama_tensor_get_type_impl, ffn_down): with
+ * an imatrix, Q4_0 / Q5_0 put the first eighth of the layers' ffn_down in
+ * Q4_1 / Q5_1, and IQ4_NL / IQ4_XS stop bumping them to Q5_K. */
+Test(imatrix, mix_rules_with_imatrix)
+{
+    char model[300], im[300];
+    snprintf(model, sizeof model, "%s", fct_path(dir, "eight.gguf"));
+    snprintf(im, sizeof im, "%s", fct_path(dir, "eight.imatrix.gguf"));
+    fc_gguf_writer *w = fc_gguf_writer_new(ctx);
+    cr_assert_eq(fc_gguf_set_str(w, "general.architecture", "qwen3"), FC_OK);
+    cr_assert_eq(fc_gguf_set_u32(w, "qwen3.block_count", 16), FC_OK);
+    static float data[256 * 32];
+    char name[64];
+    for (int l = 0; l < 16; l++) {
+        snprintf(name, sizeof name, "blk.%d.ffn_down.weight", l);
+        cr_assert_eq(fc_gguf_writer_add_raw(w, name, FC_GGML_F32, 2, (const int64_t[]){256, 32}, data, sizeof data),
+                     FC_OK);
+    }
+    cr_assert_eq(fc_gguf_writer_save(w, model), FC_OK);
+    fc_gguf_writer_free(w);
+    fc_imatrix *m = fc_imatrix_new();
+    cr_assert(fc_imatrix_entry_get(ctx, m, "blk.0.ffn_down.weight", 256, 1));
+    cr_assert_eq(fc_imatrix_save(ctx, m, im), FC_OK);
+    fc_imatrix_free(m);
+    /* 16 layers: layers 0 and 1 are the first eighth */
+    cr_assert_eq(planned(model, "Q4_0", NULL, "blk.1.ffn_down.weight"), FC_GGML_Q4_0);
+    cr_assert_eq(planned(model, "Q4_0", im, "blk.1.ffn_down.weight"), FC_GGML_Q4_1);
+    cr_assert_eq(planned(model, "Q4_0", im, "blk.2.ffn_down.weight"), FC_GGML_Q4_0);
+    cr_assert_eq(planned(model, "Q5_0", im, "blk.0.ffn_down.weight"), FC_GGML_Q5_1);
+    cr_assert_eq(planned(model, "Q5_0", NULL, "blk.0.ffn_down.weight"), FC_GGML_Q5_0);
+    cr_assert_eq(planned(model, "IQ4_NL", NULL, "blk.0.ffn_down.weight"), FC_GGML_Q5_K);
+    cr_assert_eq(planned(model, "IQ4_NL", im, "blk.0.ffn_down.weight"), FC_GGML_IQ4_NL);
+    cr_assert_eq(planned(model, "IQ4_XS", im, "blk.1.ffn_down.weight"), FC_GGML_IQ4_XS);
+    cr_assert_eq(planned(model, "Q4_K_M", im, "blk.0.ffn_down.weight"),
+                 planned(model, "Q4_K_M", NULL, "blk.0.ffn_down.weight"));
 }
