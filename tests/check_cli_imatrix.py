@@ -119,6 +119,15 @@ IM3 = w("dense3.imatrix.gguf")
 run("imatrix", "-m", DENSE, "-f", TEXT, "-o", IM3, "-c", "64", "--chunks", "2")
 check("output.weight.in_sum2" not in read_gguf(IM3)[1], "output.weight only with --process-output")
 
+IM4 = w("dense4.imatrix.gguf")
+run("imatrix", DENSE, "-f", TEXT, "-o", IM4, "-c", "64", "--chunks", "1", "--chunk", "2")
+k4, t4, _ = read_gguf(IM4)
+check(k4.get("imatrix.chunk_count") == 1 and t4["blk.0.ffn_up.weight.counts"][1] == (64.0,), "--chunk 2 --chunks 1")
+check(t4["blk.0.ffn_up.weight.in_sum2"][1] != read_gguf(IM3)[1]["blk.0.ffn_up.weight.in_sum2"][1],
+      "--chunk skips the first chunks")
+r = run("imatrix", DENSE, "-f", TEXT, "-o", IM4, "-c", "64", "--chunk", "1000", expect=2)
+check("--chunk 1000 leaves too few tokens" in r.stderr, f"--chunk too far: {r.stderr}")
+
 # MoE: per-expert rows and counts
 IMM = w("moe.imatrix.gguf")
 run("imatrix", MOE, "-f", TEXT, "-o", IMM, "-c", "48", "--chunks", "2")

@@ -28,7 +28,8 @@
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: fucina imatrix MODEL.gguf -f TEXT -o OUT.gguf [-c N] [--chunks N] [-t N] [--process-output]\n\n"
+    fprintf(f, "usage: fucina imatrix MODEL.gguf -f TEXT -o OUT.gguf [-c N] [--chunks N] [--chunk K] [-t N]\n"
+               "                      [--process-output]\n\n"
                "Computes an importance matrix as llama.cpp's llama-imatrix does: the text is tokenized and\n"
                "cut into chunks of N tokens, each evaluated from an empty cache with its first token\n"
                "replaced by BOS (when the vocabulary adds BOS); for every weight matrix W of a layer (y = W x)\n"
@@ -42,6 +43,7 @@ static void help(FILE *f)
                "  -o, --output FILE         the imatrix to write (default: imatrix.gguf)\n"
                "  -c, --ctx-size N          tokens per chunk (default 512, or the model's context if smaller)\n"
                "  --chunks N                at most N chunks (default: all)\n"
+               "  --chunk K                 skip the first K chunks (llama-imatrix's --chunk)\n"
                "  --process-output          also collect output.weight (when not tied to token_embd)\n"
                "  -t, --threads N           threads (default: FUCINA_THREADS, else the usable cores)\n"
                "  -h, --help                this help\n\n"
@@ -64,7 +66,7 @@ static long long parse_count(const char *v, long long max)
 
 typedef struct opts {
     const char *model, *file, *out;
-    long long n_ctx, chunks, threads;
+    long long n_ctx, chunks, threads, skip;
     int process_output;
 } opts;
 
@@ -89,7 +91,14 @@ static int parse(int argc, char **argv, opts *o)
             if ((o->n_ctx = parse_count(v, 1 << 20)) < 3)
                 return usage_error("-c needs a context of at least 3 tokens, not", v ? v : "");
             i++;
-        } else if (!strcmp(a, "--chunks") || !strcmp(a, "--chunk")) {
+        } else if (!strcmp(a, "--chunk")) {
+            /* llama-imatrix's --chunk: start after this many chunks */
+            if (v && !strcmp(v, "0"))
+                o->skip = 0;
+            else if ((o->skip = parse_count(v, INT32_MAX)) < 0)
+                return usage_error("--chunk needs a count of chunks to skip, not", v ? v : "");
+            i++;
+        } else if (!strcmp(a, "--chunks")) {
             if (v && !strcmp(v, "-1"))
                 o->chunks = 0; /* llama-imatrix's -1: all */
             else if ((o->chunks = parse_count(v, INT32_MAX)) < 0)
@@ -167,7 +176,17 @@ static int run(fc_ctx *ctx, fc_llm_model *m, const opts *o)
         fprintf(stderr, CMD ": cannot tokenize '%s': %s\n", o->file, fc_ctx_error(ctx));
         return 2;
     }
-    const int64_t n_chunk = fc_ppl_n_chunks((int64_t)nt, n_ctx, o->chunks);
+    size_t skipped = 0;
+    if (o->skip > 0) { /* as llama-imatrix: two chunks must remain after the skipped ones */
+        if ((size_t)((o->skip + 2) * n_ctx) >= nt) {
+            fprintf(stderr, CMD ": --chunk %lld leaves too few tokens: '%s' has %zu, %lld chunks of %lld are skipped\n",
+                    o->skip, o->file, nt, o->skip, (long long)n_ctx);
+            fc_tokens_free(toks);
+            return 2;
+        }
+        skipped = (size_t)(o->skip * n_ctx);
+    }
+    const int64_t n_chunk = fc_ppl_n_chunks((int64_t)(nt - skipped), n_ctx, o->chunks);
     if (!n_chunk) {
         fprintf(stderr,
                 CMD ": the text '%s' tokenizes to only %zu tokens; a context of %lld needs at least %lld (-c "
@@ -192,7 +211,7 @@ static int run(fc_ctx *ctx, fc_llm_model *m, const opts *o)
                 (long long)n_ctx, (long long)im->n_entries);
     fc_ppl_acc acc = {0};
     for (int64_t c = 0; c < n_chunk && !rc; c++) {
-        if (eval_chunk(ctx, s, m, toks + c * n_ctx, n_ctx, o->process_output, rows, &acc) != FC_OK) {
+        if (eval_chunk(ctx, s, m, toks + skipped + c * n_ctx, n_ctx, o->process_output, rows, &acc) != FC_OK) {
             fprintf(stderr, CMD ": chunk %lld: %s\n", (long long)c + 1, fc_ctx_error(ctx));
             rc = 1;
             break;
