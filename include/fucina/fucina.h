@@ -25,6 +25,7 @@
 #include "fucina/quantize.h"
 #include "fucina/llm.h"
 #include "fucina/embed.h"
+#include "fucina/imatrix.h"
 #include "fucina/lora.h"
 #include "fucina/tokenizer.h"
 #include "fucina/sampler.h"
