@@ -7,7 +7,9 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   logits file in a missing directory names the path and strerror.
 - quantize / make-model onto a destination that exists and is not a regular
   file (a FIFO, a directory, /dev/null) is refused up front, exit 2, naming it
-  and its kind; the destination is left as it was.
+  and its kind; the destination is left as it was. So are run --logits-out,
+  train-tokenizer -o, export-lora -o and run --prompt-cache (read too: a FIFO
+  blocked its read); export-lora's FIFO inputs are refused without blocking.
 - SIGINT or SIGTERM during make-model --preset 0.6b (a 2.4 GB file) leaves
   no *.tmp.PID.N behind and the process dies by the signal (or exits
   non-zero), with no output file.
@@ -38,8 +40,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(cmd, *args, **kw):
-    return subprocess.run([FUCINA, cmd, *args], capture_output=True, text=True, timeout=300, **kw)
+def run(cmd, *args, timeout=300, **kw):
+    return subprocess.run([FUCINA, cmd, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 r = run("make-model", MODEL, "--seed", "7")
@@ -81,6 +83,26 @@ for dest, kind in ((fifo, "a FIFO"), (dird, "a directory"), ("/dev/null", "a cha
     for cmd in (["quantize", MODEL, dest, "Q8_0"], ["make-model", dest]):
         r = run(*cmd)
         check(r.returncode == 2 and dest in r.stderr and kind in r.stderr, f"{cmd}: exit {r.returncode}: {r.stderr.strip()!r}")
+# the other writers check their destination before their work (run evaluated the prompt,
+# train-tokenizer trained, export-lora merged, then the rename was refused: exit 1)
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "data", "bpe_corpus.txt")
+for dest, kind in ((fifo, "a FIFO"), (dird, "a directory"), ("/dev/null", "a character device")):
+    for cmd in (["run", MODEL, "-p", "hi", "-n", "2", "--logits-out", dest],
+                ["train-tokenizer", "-o", dest, "--vocab-size", "300", CORPUS],
+                ["export-lora", "-m", MODEL, "--lora", MODEL, "-o", dest]):
+        r = run(*cmd)
+        check(r.returncode == 2 and dest in r.stderr and kind in r.stderr and r.stdout == "",
+              f"{cmd}: exit {r.returncode}: {r.stderr.strip()!r}")
+    # a prompt cache is read, then written: neither can be a FIFO (its read blocked for ever) or device
+    for ro in ([], ["--prompt-cache-ro"]):
+        r = run("run", MODEL, "-p", "hi", "-n", "2", "--prompt-cache", dest, *ro, timeout=30)
+        check(r.returncode == 2 and dest in r.stderr and kind in r.stderr,
+              f"run --prompt-cache {dest} {ro}: exit {r.returncode}: {r.stderr.strip()!r}")
+# export-lora's inputs: a FIFO was opened to see if it could be read, and blocked
+for args in (["-m", fifo, "--lora", MODEL], ["-m", MODEL, "--lora", fifo]):
+    r = run("export-lora", *args, "-o", os.path.join(WORK, "safety-merged.gguf"), timeout=30)
+    check(r.returncode == 2 and fifo in r.stderr and "a FIFO" in r.stderr,
+          f"export-lora {args}: exit {r.returncode}: {r.stderr.strip()!r}")
 check(stat.S_ISFIFO(os.stat(fifo).st_mode), "the FIFO was replaced")
 check(stat.S_ISDIR(os.stat(dird).st_mode), "the directory was replaced")
 check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced")

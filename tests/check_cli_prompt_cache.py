@@ -9,9 +9,9 @@ On tiny models written by `fucina make-model` (greedy generation):
   and prints what a run without the cache prints; a prompt sharing nothing reuses 0;
 - --prompt-cache-ro reads the file and never writes it (its bytes unchanged);
 - a file that is not valid for the run is refused with exit 1 naming the file and the reason: not a
-  state file, truncated, another model of the same shape, another -ctk; a directory;
+  state file, truncated, another model of the same shape, another -ctk;
 - misuse exits 2: no value, --prompt-cache-ro alone, with --logits-out, the model file as the
-  cache, two caches.
+  cache, two caches, a cache that is not a regular file (a directory; before the model loads).
 """
 import json
 import os
@@ -111,7 +111,6 @@ refused([M, "-p", P1, "--prompt-cache", NOT_STATE], 1, NOT_STATE, "not a Fucina 
 refused([M, "-p", P1, "--prompt-cache", TRUNC], 1, TRUNC, "truncated")
 refused([OTHER, "-p", P1, "--prompt-cache", CACHE], 1, CACHE, "another model")
 refused([M, "-p", P1, "--prompt-cache", CACHE, "-ctk", "q8_0"], 1, CACHE, "KV cache type f16 in the file, q8_0")
-refused([M, "-p", P1, "--prompt-cache", WORK], 1, WORK)
 check(open(CACHE, "rb").read() == before, "refused runs leave the cache file as it was")
 # misuse: exit 2
 refused([M, "-p", P1, "--prompt-cache"], 2, "--prompt-cache needs a value")
@@ -119,6 +118,7 @@ refused([M, "-p", P1, "--prompt-cache-ro"], 2, "--prompt-cache-ro needs --prompt
 refused([M, "-p", P1, "--prompt-cache", CACHE, "--logits-out", w("l.bin")], 2, "--logits-out")
 refused([M, "-p", P1, "--prompt-cache", M], 2, "is the model file itself")
 refused([M, "-p", P1, "--prompt-cache", CACHE, "--prompt-cache", w("b")], 2, "one file only")
+refused([M, "-p", P1, "--prompt-cache", WORK], 2, WORK, "is a directory, not a regular file")
 
 r = run("run", "--help")
 check(r.returncode == 0 and "--prompt-cache FILE" in r.stdout and "--prompt-cache-ro" in r.stdout,

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* fucina export-lora: merge LoRA adapters into a model (fc_llm_lora_merge;
  * llama-export-lora's flags, plus --outtype). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/gen_args.h"
 #include "fucina/fucina.h"
 #include "fucina/lora.h"
+#include "io/atomic_file.h"
 
 static void help(FILE *f)
 {
@@ -86,15 +90,27 @@ int fc_cmd_export_lora(int argc, char **argv)
                        : "no adapter (--lora FILE or --lora-scaled FILE S)");
         goto usage;
     }
-    /* an input that cannot be read is bad input (2); an I/O failure later is a failure (1) */
+    /* an input that cannot be read is bad input (2); an I/O failure later is a failure (1).
+     * stat and access, not fopen: opening a FIFO blocks until a writer comes */
     for (int i = -1; i < g.n_lora; i++) {
         const char *p = i < 0 ? base : g.lora[i].path;
-        FILE *f = fopen(p, "rb");
-        if (!f) {
-            fprintf(stderr, "fucina export-lora: cannot open %s '%s'\n", i < 0 ? "the base model" : "the adapter", p);
+        const char *what = i < 0 ? "the base model" : "the adapter";
+        const char *kind = fc_io_nonregular_kind(p);
+        if (kind) {
+            fprintf(stderr, "fucina export-lora: %s '%s' is %s, not a regular file\n", what, p, kind);
             return 2;
         }
-        fclose(f);
+        if (access(p, R_OK) != 0) {
+            fprintf(stderr, "fucina export-lora: cannot open %s '%s': %s\n", what, p, strerror(errno));
+            return 2;
+        }
+    }
+    /* a destination that cannot be replaced fails now, not after the merge */
+    const char *out_kind = fc_io_nonregular_kind(out);
+    if (out_kind) {
+        fprintf(stderr, "fucina export-lora: -o '%s' is %s; refusing to replace it with a regular file\n", out,
+                out_kind);
+        return 2;
     }
     fc_ctx *ctx = fc_cli_ctx_new("export-lora", &g);
     if (!ctx) return 1;

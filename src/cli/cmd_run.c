@@ -170,6 +170,15 @@ int fc_cmd_run(int argc, char **argv) {
             free(stop);
             return 2;
         }
+        /* a directory or device fails now, not after the whole prompt was evaluated */
+        const char *kind = fc_io_nonregular_kind(logits_out);
+        if (kind) {
+            fprintf(stderr, "fucina run: --logits-out '%s' is %s; refusing to replace it with a regular file\n",
+                    logits_out, kind);
+            free(shown);
+            free(stop);
+            return 2;
+        }
     }
     char *prompt_buf = NULL;
     size_t prompt_len = 0;

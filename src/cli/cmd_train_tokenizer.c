@@ -196,6 +196,13 @@ int fc_cmd_train_tokenizer(int argc, char **argv)
         rc = usage_error("no input files given", NULL);
         goto done;
     }
+    /* a destination that cannot be replaced fails now, not after the training */
+    const char *kind = fc_io_nonregular_kind(out);
+    if (kind) {
+        fprintf(stderr, CMD ": -o '%s' is %s; refusing to replace it with a regular file\n", out, kind);
+        rc = 2;
+        goto done;
+    }
 
     docs d = {0};
     char err[256];

@@ -56,6 +56,13 @@ int fc_cli_prompt_cache_check(const char *cmd, const fc_cli_prompt_cache *pc, co
         fprintf(stderr, "fucina %s: --prompt-cache '%s' is the model file itself; give another path\n", cmd, pc->path);
         return -1;
     }
+    /* a session state is a regular file: a FIFO would block its read, a
+     * device has no state, and the save would replace either after the run */
+    const char *kind = fc_io_nonregular_kind(pc->path);
+    if (kind) {
+        fprintf(stderr, "fucina %s: --prompt-cache '%s' is %s, not a regular file\n", cmd, pc->path, kind);
+        return -1;
+    }
     return 0;
 }
 

@@ -90,16 +90,22 @@ int fc_same_file(const char *a, const char *b)
     return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path)
+const char *fc_io_nonregular_kind(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0 || S_ISREG(st.st_mode)) return 1; /* missing: the open reports a bad directory */
-    const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
+    if (!path || stat(path, &st) != 0 || S_ISREG(st.st_mode)) return NULL;
+    return S_ISDIR(st.st_mode)    ? "a directory"
+           : S_ISCHR(st.st_mode)  ? "a character device"
+           : S_ISBLK(st.st_mode)  ? "a block device"
+           : S_ISFIFO(st.st_mode) ? "a FIFO"
+           : S_ISSOCK(st.st_mode) ? "a socket"
+                                  : "not a regular file";
+}
+
+int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path)
+{
+    const char *kind = fc_io_nonregular_kind(path);
+    if (!kind) return 1; /* missing: the open reports a bad directory */
     char pb[160];
     fc_fail(ctx, FC_ERR_IO, "%s: %s exists and is %s; refusing to replace it with a regular file", op,
             fc_io_path_for_msg(path, pb, sizeof pb), kind);

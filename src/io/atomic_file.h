@@ -29,6 +29,10 @@ typedef struct fc_atomic_file {
  * naming the path and its kind and returns 0 otherwise. fc_atomic_open checks
  * it too; a command calls it before its work so a bad destination fails fast. */
 int fc_atomic_check_dest(fc_ctx *ctx, const char *op, const char *path);
+/* NULL when path is a regular file (a symlink is followed) or does not
+ * exist; else what it is: "a directory", "a FIFO", "a character device",
+ * ... (stat only: nothing is opened, so a FIFO cannot block). */
+const char *fc_io_nonregular_kind(const char *path);
 /* 1 when a and b (either may be NULL) name one existing file (the same
  * device and inode: a link or another spelling of the path counts), so a
  * command can refuse to write its output over its input. */

@@ -24,12 +24,16 @@
  * reads the whole file and checks everything (magic, version, the model,
  * the KV type, the sequences and positions, the size, the checksum) before
  * it touches the session, so a refused file leaves the session as it was. */
+#define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "exec/ctx.h"
 #include "fucina/llm.h"
@@ -372,19 +376,49 @@ static fc_status check_file(fc_ctx *ctx, const fc_llm_session *s, const char *pa
     return FC_OK;
 }
 
+/* The whole file at path, which must be a regular file: opened with
+ * O_NONBLOCK and checked by fstat first, because a FIFO would block open()
+ * until a writer came (fucina run --prompt-cache FIFO hung) and a device
+ * has no state to load. NULL + the error recorded. */
+static unsigned char *read_regular(fc_ctx *ctx, const char *path, size_t *n)
+{
+    char shown[160];
+    const char *why = NULL;
+    int e = 0;
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    FILE *f = NULL;
+    if (fd < 0 || fstat(fd, &st) != 0)
+        e = errno;
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else {
+        const int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "rb"))) e = errno;
+    }
+    unsigned char *b = NULL;
+    if (f) {
+        errno = 0;
+        b = (unsigned char *)fc_read_stream(f, 0, n);
+        e = b ? 0 : errno ? errno : EIO;
+        fclose(f); /* closes fd */
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    if (!b)
+        fc_fail(ctx, FC_ERR_IO, "session file %s: cannot read it: %s", fc_io_path_for_msg(path, shown, sizeof shown),
+                why ? why : strerror(e));
+    return b;
+}
+
 /* Load path into s; keep0 >= 0 keeps only that many positions of sequence
  * 0 (a prompt's common prefix). */
 static fc_status load(fc_ctx *ctx, fc_llm_session *s, const char *path, const fc_token *prompt, size_t n_prompt,
                       int prefix, size_t *n_reused, fc_token **tokens_out, size_t *n_tokens_out)
 {
     size_t n;
-    unsigned char *b = (unsigned char *)fc_read_path(path, 0, &n);
-    if (!b) {
-        char shown[160];
-        fc_fail(ctx, FC_ERR_IO, "session file %s: cannot read it: %s", fc_io_path_for_msg(path, shown, sizeof shown),
-                strerror(errno));
-        return FC_ERR_IO;
-    }
+    unsigned char *b = read_regular(ctx, path, &n);
+    if (!b) return FC_ERR_IO;
     const unsigned char *pos = NULL, *tok = NULL, *kv = NULL;
     int64_t n_tok = 0;
     fc_status st = check_file(ctx, s, path, b, n, prefix, &pos, &tok, &n_tok, &kv);

@@ -15,7 +15,8 @@
  *   wrong magic, another version, truncations at several lengths, trailing
  *   bytes, a flipped byte (checksum), another model of the same shape
  *   (another seed), another family, another KV type, another number of
- *   sequences, positions that do not fit the cache; save's token count. */
+ *   sequences, positions that do not fit the cache; save's token count; a
+ *   FIFO (without blocking) and a directory. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <criterion/criterion.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "fct.h"
 #include "fct_golden.h"
@@ -300,6 +302,10 @@ Test(llm_state, refusals)
     unsigned char *b = slurp(good, &len);
     unsigned char *c = malloc(len + 16);
     refused(s, path_in("missing.bin"), "cannot read", ref, next, nv);
+    /* a FIFO is refused without blocking in open() for a writer (it hung), a directory as well */
+    cr_assert_eq(mkfifo(path_in("state.fifo"), 0600), 0);
+    refused(s, path_in("state.fifo"), "not a regular file", ref, next, nv);
+    refused(s, dir, "not a regular file", ref, next, nv);
     memcpy(c, b, len), c[0] = 'X';
     refused(s, write_bytes("magic.bin", c, len), "not a Fucina session state file", ref, next, nv);
     memcpy(c, b, len), c[8] = 2;
