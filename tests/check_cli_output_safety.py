@@ -19,6 +19,8 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   seed 12): exit 2 naming the flag and the value; a number out of range
   (-n 99999999999) names the real bound, not ">= 0".
 - a NUL byte: run -f keeps the whole file; chat refuses a line holding one.
+- chat: "choose one with --chat-template" only for a template no family renders (with the file
+  named), not for a model that cannot be read (a missing file, a FIFO).
 - quantize of a quantized model: refused without --allow-requantize.
 - demo spirals: a value out of range (--steps 0, --lr nan) names the option,
   the value and the range (it exited 2 without a word).
@@ -174,6 +176,20 @@ check(r.returncode == 0 and r.stdout.startswith(b"ab\x00cd"),
 r = subprocess.run([FUCINA, "chat", MODEL, "-n", "2"], input=b"hi\x00there\n", capture_output=True, timeout=300)
 check(r.returncode == 0 and b"NUL byte: not sent" in r.stderr,
       f"chat with a NUL in a line: exit {r.returncode}, stderr {r.stderr[-200:]!r}")
+
+# chat: the --chat-template hint only for a template no family renders, not for a model
+# that cannot be read (a missing file, a FIFO: "not a regular file (choose one with ...)")
+with open(MODEL, "rb") as f:
+    odd = f.read()
+for s in (b"<|im_start|>", b"<|im_end|>", b"<think>", b"</think>", b"tool_call", b"tool_response"):
+    odd = odd.replace(s, b"#" * len(s))  # same lengths: the file stays valid, its template is no family's
+odd_path = os.path.join(WORK, "safety-odd-template.gguf")
+with open(odd_path, "wb") as f:
+    f.write(odd)
+for p, hint in ((os.path.join(WORK, "safety-missing.gguf"), False), (fifo, False), (odd_path, True)):
+    r = run("chat", p, "-n", "2", input="hi\n", timeout=30)
+    check(r.returncode == 2 and p in r.stderr and ("--chat-template" in r.stderr) == hint,
+          f"chat {p}: exit {r.returncode}, hint expected {hint}: {r.stderr.strip()[-200:]!r}")
 
 # quantize a quantized model: refused (exit 2, naming a tensor and the flag)
 # unless --allow-requantize, as llama-quantize does

@@ -178,8 +178,14 @@ int fc_cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     if (!tmpl_name) {
         int found = 0;
-        if (fc_chat_template_load(ctx, path, &tmpl, &found) != FC_OK) {
-            fprintf(stderr, "fucina chat: %s (choose one with --chat-template)\n", fc_ctx_error(ctx));
+        const fc_status ts = fc_chat_template_load(ctx, path, &tmpl, &found);
+        if (ts != FC_OK) {
+            /* the hint only where it helps: a template we do not render (its message names the
+             * text, so the file is named here), not a file we cannot read (named by the reader) */
+            if (ts == FC_ERR_UNSUPPORTED)
+                fprintf(stderr, "fucina chat: %s: %s (choose one with --chat-template)\n", path, fc_ctx_error(ctx));
+            else
+                fprintf(stderr, "fucina chat: %s\n", fc_ctx_error(ctx));
             rc = 2;
             goto done;
         }
