@@ -10,9 +10,10 @@ usage: check_cli_output_safety.py FUCINA WORKDIR
   and its kind; the destination is left as it was. So are run --logits-out,
   train-tokenizer -o, export-lora -o and run --prompt-cache (read too: a FIFO
   blocked its read); export-lora's FIFO inputs are refused without blocking.
-- SIGINT or SIGTERM during make-model --preset 0.6b (a 2.4 GB file) leaves
-  no *.tmp.PID.N behind and the process dies by the signal (or exits
-  non-zero), with no output file.
+- SIGINT or SIGTERM during make-model --preset 0.6b (a 2.4 GB file), or during
+  quantize of a 160 MB model once its temporary exists, leaves no *.tmp.PID.N
+  behind and the process dies by the signal (or exits non-zero), with no
+  output file.
 - stdout on /dev/full: tokenize, run, info, bench -o json and --version
   exit 1 saying the output was not written (they exited 0).
 - make-model --seed / --n-vocab parse strictly ('abc' was seed 0, '12abc'
@@ -123,6 +124,31 @@ for sig in (signal.SIGINT, signal.SIGTERM):
     left = [n for n in os.listdir(WORK) if n.startswith(os.path.basename(out))]
     check(rc != 0, f"make-model killed by {sig.name}: exit {rc}")
     check(not left, f"make-model killed by {sig.name}: left {left}")
+    for n in left:
+        os.unlink(os.path.join(WORK, n))
+# quantize too, signalled once its temporary exists (a 160 MB input: Q4_K_M on one thread takes
+# seconds, so the signal lands mid-write)
+big_in = os.path.join(WORK, "safety-160mb.gguf")
+if not os.path.exists(big_in):
+    r = run("make-model", big_in, "--preset", "small", "--n-vocab", "151936")
+    check(r.returncode == 0, f"make-model {big_in}: {r.stderr.strip()!r}")
+for sig in (signal.SIGINT, signal.SIGTERM):
+    out = os.path.join(WORK, f"safety-q-{sig.name}.gguf")
+    p = subprocess.Popen([FUCINA, "quantize", big_in, out, "Q4_K_M", "--threads", "1"], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    seen = False
+    for _ in range(600):  # up to 30 s for the temporary to appear
+        if [n for n in os.listdir(WORK) if n.startswith(os.path.basename(out) + ".tmp.")]:
+            seen = True
+            break
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    p.send_signal(sig)
+    rc = p.wait(timeout=300)
+    left = [n for n in os.listdir(WORK) if n.startswith(os.path.basename(out))]
+    check(seen and rc != 0, f"quantize killed by {sig.name}: temporary seen {seen}, exit {rc}")
+    check(not left, f"quantize killed by {sig.name}: left {left}")
     for n in left:
         os.unlink(os.path.join(WORK, n))
 
