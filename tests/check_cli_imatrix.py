@@ -14,7 +14,8 @@ On tiny models written by `fucina make-model` (qwen3 untied, qwen3moe tied):
   entry are named on stderr, --progress marks "(imatrix)", the output carries
   quantize.imatrix.file / entries_count / chunks_count;
 - misuse exits 2 naming the flag or file: no -f, a text too short, a bad -c, a missing model,
-  an imatrix that is missing, a model given as the imatrix, --imatrix without a value.
+  an imatrix that is missing, a model given as the imatrix, --imatrix without a value, an
+  IQ1/IQ2/IQ3 mix (the reason: no grid encoders).
 (The bytes against ggml_quantize_chunk and the sums against recomputations are test_imatrix's.)
 """
 import os
@@ -174,6 +175,8 @@ r = run("quantize", DENSE, w("x.gguf"), "Q4_0", "--imatrix", IMM, expect=2)
 check("imatrix entry for" in r.stderr, f"an imatrix of another model: {r.stderr}")
 r = run("quantize", DENSE, w("x.gguf"), "Q4_0", "--imatrix", expect=2)
 check("--imatrix" in r.stderr, f"--imatrix without a file: {r.stderr}")
+r = run("quantize", DENSE, w("x.gguf"), "iq2_xxs", "--imatrix", IM, expect=2)
+check("IQ2_XXS" in r.stderr and "grid-search encoders" in r.stderr, f"an IQ mix says why: {r.stderr}")
 check(not os.path.exists(w("x.gguf")), "no output after a refusal")
 
 if failures:

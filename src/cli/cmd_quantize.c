@@ -178,6 +178,20 @@ int fc_cmd_quantize(int argc, char **argv)
         return 2;
     }
     o.type = pos[2];
+    /* llama-quantize's mixes that Fucina cannot make: say why, not "unknown" */
+    static const char *const iq_mixes[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S",  "IQ1_M",
+                                           "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M", "Q2_K_S"};
+    for (size_t i = 0; i < sizeof iq_mixes / sizeof iq_mixes[0]; i++)
+        if (!strcasecmp(o.type, iq_mixes[i])) {
+            if (!strcmp(iq_mixes[i], "Q2_K_S"))
+                fprintf(stderr, "fucina quantize: Q2_K_S is a llama-quantize mix Fucina cannot make yet: its "
+                                "per-tensor rules are not implemented (Q2_K, with or without --imatrix, is)\n");
+            else
+                fprintf(stderr, "fucina quantize: %s is a llama-quantize mix Fucina cannot make: llama.cpp needs an "
+                                "importance matrix for it, and ggml's grid-search encoders of the IQ1/IQ2/IQ3 "
+                                "types are not in Fucina\n", iq_mixes[i]);
+            return 2;
+        }
     if (fc_quantize_mix_ftype(o.type) < 0) {
         fprintf(stderr, "fucina quantize: unknown type '%s'; one of:", o.type);
         for (int i = 0; fc_quantize_mix_name(i); i++) fprintf(stderr, " %s", fc_quantize_mix_name(i));
