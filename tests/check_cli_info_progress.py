@@ -13,7 +13,7 @@ usage: check_cli_info_progress.py FUCINA WORKDIR
 - info MODEL: a short summary by default (architecture, parameters, file size,
   type mix, context, vocab, chat template family, memory), its numbers equal
   to what the full listing (--slots, or --tensors) says; the tensor table
-  only with --slots.
+  only with --slots; a forged block_count does not make it loop.
 - info without a file: the slot counts, the slot table only with --slots.
 """
 import os
@@ -33,8 +33,8 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(*args, **kw):
-    return subprocess.run([FUCINA, *args], capture_output=True, text=True, timeout=300, **kw)
+def run(*args, timeout=300, **kw):
+    return subprocess.run([FUCINA, *args], capture_output=True, text=True, timeout=timeout, **kw)
 
 
 def on_pty(*args, env=None):
@@ -154,6 +154,18 @@ run("make-model", "--arch", "gemma3", gm)
 r = run("info", gm)
 check(re.search(r"^chat template: gemma ", r.stdout, re.M) and "architecture: gemma3," in r.stdout,
       f"info on gemma3: {r.stdout[:400]!r}")
+
+# a forged block_count (2^31 - 1) is not looped over: the summary ends at once, without a KV size
+with open(model, "rb") as f:
+    raw = bytearray(f.read())
+k = raw.find(b"qwen3.block_count") + len(b"qwen3.block_count") + 4  # past the key and its u32 type
+raw[k:k + 4] = (0x7FFFFFFF).to_bytes(4, "little")
+forged = fresh("forged.gguf")
+with open(forged, "wb") as f:
+    f.write(raw)
+r = run("info", forged, timeout=20)
+check(r.returncode == 0 and "2147483647 layers" in r.stdout and re.search(r"^memory: [^+]*$", r.stdout, re.M),
+      f"info on a forged block_count: exit {r.returncode}: {r.stdout[-300:]!r}")
 
 # ---- info without a file: the slot table behind --slots --------------------------
 r = run("info")

@@ -288,10 +288,15 @@ static void summary(fc_ctx *ctx, fc_gguf *g, const char *path)
         free(z);
     }
     fc_ctx_clear_error(ctx);
-    /* a run holds the weights and an f16 KV cache of K and V rows for every layer and position */
+    /* a run holds the weights and an f16 KV cache of K and V rows for every layer and position;
+     * the keys are the file's word, so a forged block_count or width is bounded, not looped over */
     uint64_t kv_pos = 0;
-    for (int64_t l = 0; l < n_layer; l++)
-        kv_pos += 2u * (uint64_t)kv_heads(g, arch, l, n_head) * (uint64_t)(k_len + v_len);
+    const int sane = n_layer > 0 && n_layer <= 4096 && n_head > 0 && n_head <= 65536 && k_len > 0 && k_len <= 65536 &&
+                     v_len > 0 && v_len <= 65536 && n_ctx > 0 && n_ctx <= ((int64_t)1 << 32);
+    for (int64_t l = 0; sane && l < n_layer; l++) {
+        const int64_t h = kv_heads(g, arch, l, n_head);
+        if (h >= 0 && h <= 65536) kv_pos += 2u * (uint64_t)h * (uint64_t)(k_len + v_len);
+    }
     printf("memory: %s of weights", human(bytes, b1, sizeof b1));
     if (kv_pos && n_ctx) {
         const int64_t chat_ctx = n_ctx < 4096 ? n_ctx : 4096; /* chat's default context */
