@@ -14,7 +14,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"info", fc_cmd_info, "CPU features, ISAs and kernel slots; with MODEL.gguf: its metadata and tensors"},
+    {"info", fc_cmd_info, "CPU features, ISAs, kernel slots; MODEL.gguf: a summary (--slots: all)"},
     {"quantize", fc_cmd_quantize, "IN.gguf OUT.gguf TYPE: re-encode a model to a quantization mix (Q4_K_M, ...)"},
     {"export-lora", fc_cmd_export_lora, "-m BASE.gguf --lora A.gguf -o OUT.gguf: merge LoRA adapters into a model"},
     {"run", fc_cmd_run, "MODEL.gguf -p TEXT: tokenize, prefill and generate (any supported family)"},
