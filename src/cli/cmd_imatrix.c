@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/text_chunks.h"
 #include "fucina/fucina.h"
 #include "fucina/imatrix.h"
 #include "fucina/perplexity.h"
@@ -55,18 +56,10 @@ static int usage_error(const char *what, const char *arg)
     return fc_cli_usage_error(CMD, what, arg);
 }
 
-static long long parse_count(const char *v, long long max)
-{
-    char *end = NULL;
-    errno = 0;
-    const long long n = v && *v ? strtoll(v, &end, 10) : -1;
-    if (!v || !*v || *end || errno || n < 1 || n > max) return -1;
-    return n;
-}
-
 typedef struct opts {
-    const char *model, *file, *out;
-    long long n_ctx, chunks, threads, skip;
+    fc_cli_chunk_opts c; /* -m -f -c --chunks -t (cli/text_chunks.h) */
+    const char *out;
+    long long skip;
     int process_output;
 } opts;
 
@@ -75,51 +68,30 @@ static int parse(int argc, char **argv, opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int r = fc_cli_chunk_arg(CMD, argc, argv, &i, &o->c);
+        if (r == 2) return 2;
+        if (r) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!v) return usage_error("-m needs a model file", NULL);
-            o->model = argv[++i];
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!v) return usage_error("-f needs a text file", NULL);
-            o->file = argv[++i];
         } else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--output-file")) {
             if (!v) return usage_error("-o needs a file", NULL);
             o->out = argv[++i];
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if ((o->n_ctx = parse_count(v, 1 << 20)) < 3)
-                return usage_error("-c needs a context of at least 3 tokens, not", v ? v : "");
-            i++;
         } else if (!strcmp(a, "--chunk")) {
             /* llama-imatrix's --chunk: start after this many chunks */
             if (v && !strcmp(v, "0"))
                 o->skip = 0;
-            else if ((o->skip = parse_count(v, INT32_MAX)) < 0)
+            else if ((o->skip = fc_cli_parse_count(v, INT32_MAX)) < 0)
                 return usage_error("--chunk needs a count of chunks to skip, not", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--chunks")) {
-            if (v && !strcmp(v, "-1"))
-                o->chunks = 0; /* llama-imatrix's -1: all */
-            else if ((o->chunks = parse_count(v, INT32_MAX)) < 0)
-                return usage_error("--chunks needs a positive count, not", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if ((o->threads = parse_count(v, 1024)) < 0)
-                return usage_error("-t needs a thread count in [1, 1024], not", v ? v : "");
             i++;
         } else if (!strcmp(a, "--process-output")) {
             o->process_output = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return usage_error("unknown option", a);
-        } else if (!o->model) {
-            o->model = a;
         } else {
-            return usage_error("unexpected argument", a);
+            return usage_error("unknown option", a);
         }
     }
-    if (!o->model) return usage_error("no model (-m MODEL.gguf)", NULL);
-    if (!o->file) return usage_error("no calibration text (-f FILE)", NULL);
+    if (!o->c.model) return usage_error("no model (-m MODEL.gguf)", NULL);
+    if (!o->c.file) return usage_error("no calibration text (-f FILE)", NULL);
     if (!o->out) o->out = "imatrix.gguf";
     return -1;
 }
@@ -160,38 +132,23 @@ static fc_status eval_chunk(fc_ctx *ctx, fc_llm_session *s, const fc_llm_model *
 static int run(fc_ctx *ctx, fc_llm_model *m, const opts *o)
 {
     const fc_llm_hparams *hp = fc_llm_model_hparams(m);
-    int64_t n_ctx = o->n_ctx;
-    if (!n_ctx) n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
-    size_t n_text = 0, nt = 0;
-    char *text = fc_read_path(o->file, 0, &n_text);
-    if (!text) {
-        fprintf(stderr, CMD ": cannot read the text '%s': %s\n", o->file, strerror(errno));
-        return 2;
-    }
+    const int64_t n_ctx = fc_cli_chunk_ctx(CMD, m, o->c.n_ctx);
+    size_t nt = 0;
     fc_token *toks = NULL;
-    const fc_status ts =
-        n_text ? fc_tokenize(ctx, fc_llm_model_tokenizer(m), text, n_text, FC_TOKENIZE_ADD_SPECIAL, &toks, &nt) : FC_OK;
-    free(text);
-    if (ts != FC_OK) {
-        fprintf(stderr, CMD ": cannot tokenize '%s': %s\n", o->file, fc_ctx_error(ctx));
-        return 2;
-    }
+    const int tr = fc_cli_chunk_text(ctx, CMD, m, o->c.file, &toks, &nt);
+    if (tr) return tr;
     size_t skipped = 0;
     if (o->skip > 0) { /* as llama-imatrix: two chunks must remain after the skipped ones */
         if ((size_t)((o->skip + 2) * n_ctx) >= nt) {
             fprintf(stderr, CMD ": --chunk %lld leaves too few tokens: '%s' has %zu, %lld chunks of %lld are skipped\n",
-                    o->skip, o->file, nt, o->skip, (long long)n_ctx);
+                    o->skip, o->c.file, nt, o->skip, (long long)n_ctx);
             fc_tokens_free(toks);
             return 2;
         }
         skipped = (size_t)(o->skip * n_ctx);
     }
-    const int64_t n_chunk = fc_ppl_n_chunks((int64_t)(nt - skipped), n_ctx, o->chunks);
+    const int64_t n_chunk = fc_cli_chunk_count(CMD, o->c.file, nt, skipped, n_ctx, o->c.chunks);
     if (!n_chunk) {
-        fprintf(stderr,
-                CMD ": the text '%s' tokenizes to only %zu tokens; a context of %lld needs at least %lld (-c "
-                    "sets it)\n",
-                o->file, nt, (long long)n_ctx, (long long)(2 * n_ctx));
         fc_tokens_free(toks);
         return 2;
     }
@@ -228,7 +185,7 @@ static int run(fc_ctx *ctx, fc_llm_model *m, const opts *o)
         /* llama-imatrix: the chunks seen, the chunk size, the text's path */
         im->chunk_count = (uint32_t)n_chunk;
         im->chunk_size = (uint32_t)n_ctx;
-        if (fc_imatrix_add_dataset(im, o->file) != FC_OK || fc_imatrix_save(ctx, im, o->out) != FC_OK) {
+        if (fc_imatrix_add_dataset(im, o->c.file) != FC_OK || fc_imatrix_save(ctx, im, o->out) != FC_OK) {
             fprintf(stderr, CMD ": cannot write '%s': %s\n", o->out, fc_ctx_error(ctx));
             rc = 1;
         } else {
@@ -248,22 +205,16 @@ int fc_cmd_imatrix(int argc, char **argv)
     opts o = {0};
     const int pr = parse(argc, argv, &o);
     if (pr >= 0) return pr;
-    char err[256];
-    const fc_ctx_options co = {.threads = (int)o.threads};
-    fc_ctx *ctx = fc_ctx_new(o.threads > 0 ? &co : NULL, err, sizeof err);
-    if (!ctx) {
-        fprintf(stderr, CMD ": %s\n", err);
-        return 1;
-    }
+    fc_ctx *ctx = fc_cli_chunk_ctx_new(CMD, &o.c);
+    if (!ctx) return 1;
     /* a bad destination fails before the model loads */
     if (!fc_atomic_check_dest(ctx, CMD, o.out)) {
         fprintf(stderr, "%s\n", fc_ctx_error(ctx));
         fc_ctx_free(ctx);
         return 2;
     }
-    fc_llm_model *m = fc_llm_model_load(ctx, o.model);
+    fc_llm_model *m = fc_cli_chunk_model(ctx, CMD, &o.c);
     if (!m) {
-        fprintf(stderr, CMD ": cannot load the model '%s': %s\n", o.model, fc_ctx_error(ctx));
         fc_ctx_free(ctx);
         return 2;
     }

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/text_chunks.h"
 #include "fucina/fucina.h"
 #include "fucina/perplexity.h"
 #include "io/atomic_file.h"
@@ -58,19 +59,9 @@ static void help(FILE *f)
 
 static int usage_error(const char *what, const char *arg) { return fc_cli_usage_error(CMD, what, arg); }
 
-/* a positive integer flag value, or -1 */
-static long long parse_count(const char *v, long long max)
-{
-    char *end = NULL;
-    errno = 0;
-    const long long n = v && *v ? strtoll(v, &end, 10) : -1;
-    if (!v || !*v || *end || errno || n < 1 || n > max) return -1;
-    return n;
-}
-
 typedef struct opts {
-    const char *model, *file, *kld_file;
-    long long n_ctx, chunks, threads;
+    fc_cli_chunk_opts c; /* -m -f -c --chunks -t (cli/text_chunks.h) */
+    const char *kld_file;
     int kld;
 } opts;
 
@@ -79,71 +70,25 @@ static int parse(int argc, char **argv, opts *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int r = fc_cli_chunk_arg(CMD, argc, argv, &i, &o->c);
+        if (r == 2) return 2;
+        if (r) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!v) return usage_error("-m needs a model file", NULL);
-            o->model = argv[++i];
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!v) return usage_error("-f needs a text file", NULL);
-            o->file = argv[++i];
-        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if ((o->n_ctx = parse_count(v, 1 << 20)) < 3)
-                return usage_error("-c needs a context of at least 3 tokens (one scored per chunk), not", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "--chunks")) {
-            /* llama-perplexity's -1 (all) is accepted too */
-            if (v && !strcmp(v, "-1"))
-                o->chunks = 0;
-            else if ((o->chunks = parse_count(v, INT32_MAX)) < 0)
-                return usage_error("--chunks needs a positive count, not", v ? v : "");
-            i++;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if ((o->threads = parse_count(v, 1024)) < 0)
-                return usage_error("-t needs a thread count in [1, 1024], not", v ? v : "");
-            i++;
         } else if (!strcmp(a, "--kl-divergence-base")) {
             if (!v) return usage_error("--kl-divergence-base needs a file", NULL);
             o->kld_file = argv[++i];
         } else if (!strcmp(a, "--kl-divergence")) {
             o->kld = 1;
-        } else if (a[0] == '-' && a[1]) {
-            return usage_error("unknown option", a);
-        } else if (!o->model) {
-            o->model = a;
         } else {
-            return usage_error("unexpected argument", a);
+            return usage_error("unknown option", a);
         }
     }
-    if (!o->model) return usage_error("no model (-m MODEL.gguf)", NULL);
+    if (!o->c.model) return usage_error("no model (-m MODEL.gguf)", NULL);
     if (o->kld && !o->kld_file) return usage_error("--kl-divergence needs --kl-divergence-base FILE", NULL);
-    if (!o->kld && !o->file) return usage_error("no text (-f FILE)", NULL);
+    if (!o->kld && !o->c.file) return usage_error("no text (-f FILE)", NULL);
     return -1;
-}
-
-/* The text's tokens as llama-perplexity takes them (special tokens added,
- * control-token strings as text); 2 with the reason printed when unusable. */
-static int text_tokens(fc_ctx *ctx, const fc_llm_model *m, const char *path, fc_token **toks, size_t *nt)
-{
-    size_t n = 0;
-    char *text = fc_read_path(path, 0, &n);
-    if (!text) {
-        fprintf(stderr, CMD ": cannot read the text '%s': %s\n", path, strerror(errno));
-        return 2;
-    }
-    if (n == 0) {
-        free(text);
-        fprintf(stderr, CMD ": the text '%s' is empty\n", path);
-        return 2;
-    }
-    const fc_status st = fc_tokenize(ctx, fc_llm_model_tokenizer(m), text, n, FC_TOKENIZE_ADD_SPECIAL, toks, nt);
-    free(text);
-    if (st != FC_OK) {
-        fprintf(stderr, CMD ": cannot tokenize '%s': %s\n", path, fc_ctx_error(ctx));
-        return 2;
-    }
-    return 0;
 }
 
 typedef struct kld_base {
@@ -223,23 +168,23 @@ static int run_kld(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
     int rc = base_open(o->kld_file, nv, &b);
     fc_token *text = NULL;
     size_t nt = 0;
-    if (!rc && o->n_ctx && o->n_ctx != (long long)b.n_ctx) {
-        fprintf(stderr, CMD ": -c %lld differs from the KL base's context of %u ('%s')\n", o->n_ctx, b.n_ctx,
+    if (!rc && o->c.n_ctx && o->c.n_ctx != (long long)b.n_ctx) {
+        fprintf(stderr, CMD ": -c %lld differs from the KL base's context of %u ('%s')\n", o->c.n_ctx, b.n_ctx,
                 o->kld_file);
         rc = 2;
     }
-    if (!rc && o->file && !(rc = text_tokens(ctx, m, o->file, &text, &nt))) {
+    if (!rc && o->c.file && !(rc = fc_cli_chunk_text(ctx, CMD, m, o->c.file, &text, &nt))) {
         const size_t used = (size_t)b.n_ctx * b.n_chunk;
         for (size_t i = 0; i < used && !rc; i++)
             if (i >= nt || text[i] != b.tokens[i]) {
                 fprintf(stderr, CMD ": the KL base '%s' was computed on other tokens than '%s' (token %zu)\n",
-                        o->kld_file, o->file, i);
+                        o->kld_file, o->c.file, i);
                 rc = 2;
             }
     }
     const int64_t n_ctx = b.n_ctx, ns = fc_ppl_n_scored(n_ctx);
     int64_t n_chunk = b.n_chunk;
-    if (o->chunks > 0 && o->chunks < n_chunk) n_chunk = o->chunks;
+    if (o->c.chunks > 0 && o->c.chunks < n_chunk) n_chunk = o->c.chunks;
     float *base = NULL, *q = NULL;
     double *klds = NULL, *dps = NULL;
     fc_llm_session *s = NULL;
@@ -342,22 +287,13 @@ static int run_ppl(fc_ctx *ctx, const fc_llm_model *m, const opts *o)
 {
     const fc_llm_hparams *hp = fc_llm_model_hparams(m);
     const int64_t nv = hp->n_vocab;
-    int64_t n_ctx = o->n_ctx;
-    if (!n_ctx)
-        n_ctx = hp->n_ctx_train > 0 && hp->n_ctx_train < 512 ? hp->n_ctx_train : 512;
-    else if (hp->n_ctx_train > 0 && n_ctx > hp->n_ctx_train)
-        fprintf(stderr, CMD ": warning: -c %lld is beyond the model's training context of %lld\n", (long long)n_ctx,
-                (long long)hp->n_ctx_train);
+    const int64_t n_ctx = fc_cli_chunk_ctx(CMD, m, o->c.n_ctx);
     fc_token *toks = NULL;
     size_t nt = 0;
-    int rc = text_tokens(ctx, m, o->file, &toks, &nt);
+    int rc = fc_cli_chunk_text(ctx, CMD, m, o->c.file, &toks, &nt);
     if (rc) return rc;
-    const int64_t n_chunk = fc_ppl_n_chunks((int64_t)nt, n_ctx, o->chunks);
+    const int64_t n_chunk = fc_cli_chunk_count(CMD, o->c.file, nt, 0, n_ctx, o->c.chunks);
     if (!n_chunk) {
-        fprintf(stderr,
-                CMD ": the text '%s' tokenizes to only %zu tokens; a context of %lld needs at least %lld (-c "
-                    "sets it)\n",
-                o->file, nt, (long long)n_ctx, (long long)(2 * n_ctx));
         fc_tokens_free(toks);
         return 2;
     }
@@ -418,22 +354,16 @@ int fc_cmd_perplexity(int argc, char **argv)
     opts o = {0};
     const int pr = parse(argc, argv, &o);
     if (pr >= 0) return pr;
-    char err[256];
-    const fc_ctx_options co = {.threads = (int)o.threads};
-    fc_ctx *ctx = fc_ctx_new(o.threads > 0 ? &co : NULL, err, sizeof err);
-    if (!ctx) {
-        fprintf(stderr, CMD ": %s\n", err);
-        return 1;
-    }
+    fc_ctx *ctx = fc_cli_chunk_ctx_new(CMD, &o.c);
+    if (!ctx) return 1;
     /* a bad destination fails before the model loads */
     if (o.kld_file && !o.kld && !fc_atomic_check_dest(ctx, CMD, o.kld_file)) {
         fprintf(stderr, CMD ": cannot write the KL base: %s\n", fc_ctx_error(ctx));
         fc_ctx_free(ctx);
         return 2;
     }
-    fc_llm_model *m = fc_llm_model_load(ctx, o.model);
+    fc_llm_model *m = fc_cli_chunk_model(ctx, CMD, &o.c);
     if (!m) {
-        fprintf(stderr, CMD ": cannot load the model '%s': %s\n", o.model, fc_ctx_error(ctx));
         fc_ctx_free(ctx);
         return 2;
     }
