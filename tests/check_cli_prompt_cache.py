@@ -1,4 +1,4 @@
-"""`fucina run --prompt-cache FILE [--prompt-cache-ro]`, end to end.
+"""`fucina run --prompt-cache FILE [--prompt-cache-ro | --prompt-cache-all]`, end to end.
 
 usage: check_cli_prompt_cache.py FUCINA WORKDIR
 
@@ -112,7 +112,24 @@ refused([M, "-p", P1, "--prompt-cache", TRUNC], 1, TRUNC, "truncated")
 refused([OTHER, "-p", P1, "--prompt-cache", CACHE], 1, CACHE, "another model")
 refused([M, "-p", P1, "--prompt-cache", CACHE, "-ctk", "q8_0"], 1, CACHE, "KV cache type f16 in the file, q8_0")
 check(open(CACHE, "rb").read() == before, "refused runs leave the cache file as it was")
+# --prompt-cache-all: the state is saved after the generation, so the file holds the generated
+# tokens' positions too (one more K and V row each: a larger file than the prompt's alone), and a
+# run of the same prompt from it prints what a run without the cache prints
+ALL, PONLY = w("all.cache"), w("prompt-only.cache")
+for f in (ALL, PONLY):
+    if os.path.exists(f):
+        os.remove(f)
+ra = gen(P1, "--prompt-cache", ALL, "--prompt-cache-all")
+rp = gen(P1, "--prompt-cache", PONLY)
+check(ra.returncode == 0 and rp.returncode == 0 and ra.stdout == plain1.stdout, f"--prompt-cache-all: {ra.stderr[-300:]}")
+check(os.path.getsize(ALL) > os.path.getsize(PONLY),
+      f"--prompt-cache-all saves the generation: {os.path.getsize(ALL)} bytes vs {os.path.getsize(PONLY)}")
+rb = gen(P1, "--prompt-cache", ALL)
+check(rb.returncode == 0 and rb.stdout == plain1.stdout and f"reused {n1 - 1} of {n1} prompt tokens" in rb.stderr,
+      f"a run from the --prompt-cache-all file: {rb.stderr[-300:]}")
 # misuse: exit 2
+refused([M, "-p", P1, "--prompt-cache-all"], 2, "--prompt-cache-all needs --prompt-cache")
+refused([M, "-p", P1, "--prompt-cache", ALL, "--prompt-cache-all", "--prompt-cache-ro"], 2, "give one")
 refused([M, "-p", P1, "--prompt-cache"], 2, "--prompt-cache needs a value")
 refused([M, "-p", P1, "--prompt-cache-ro"], 2, "--prompt-cache-ro needs --prompt-cache")
 refused([M, "-p", P1, "--prompt-cache", CACHE, "--logits-out", w("l.bin")], 2, "--logits-out")

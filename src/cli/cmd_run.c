@@ -28,7 +28,7 @@ static void help(FILE *f) {
             "                  [--frequency-penalty F] [--repeat-last-n N] [-s S] [-t N] [-c N]\n"
             "                  [-ctk f16|q8_0|f32] [--mmap | --no-mmap] [--stop STR]... [-r STR]...\n"
             "                  [--no-display-prompt] [--verbose-prompt] [--logits-out FILE]\n"
-            "                  [--prompt-cache FILE [--prompt-cache-ro]]\n"
+            "                  [--prompt-cache FILE [--prompt-cache-ro | --prompt-cache-all]]\n"
             "                  [--grammar GBNF | --grammar-file F | -j SCHEMA | -jf F]\n"
             "                  [--lora FILE]... [--lora-scaled FILE SCALE]...\n\n"
             "Tokenizes the prompt (control-token strings such as <|im_start|> are parsed), evaluates\n"
@@ -51,6 +51,7 @@ static void help(FILE *f) {
             "                       state in FILE (same model and -ctk; stderr says how many tokens),\n"
             "                       evaluate the rest, then save the state after the prompt to FILE\n"
             "  --prompt-cache-ro    ... but never write FILE\n"
+            "  --prompt-cache-all   ... and save the generated tokens too, after the generation\n"
             "%s"
             "  (-n defaults to 16; -c to the prompt's tokens + N, at most the model's context; with\n"
             "  -n -1 to min(4096, the model's context))\n"
@@ -207,6 +208,8 @@ int fc_cmd_run(int argc, char **argv) {
     fc_grammar_matcher *gm = NULL;
     fc_detok_stream *ds = NULL;
     char *pend = NULL;
+    fc_token *seen = NULL; /* --prompt-cache-all's tokens */
+    size_t n_seen = 0;
     size_t n_pend = 0, cap_pend = 256;
     fc_llm_model *m = fc_cli_model_load(ctx, path, &g);
     if (!m) {
@@ -287,6 +290,14 @@ int fc_cmd_run(int argc, char **argv) {
     /* the prompt is the penalties' history too, as in llama-cli */
     for (size_t i = 0; i < nt; i++) fc_sampler_accept(smp, toks[i]);
     const float *last = logits_out ? logits + (nt - 1) * (size_t)nv : logits;
+    /* --prompt-cache-all: the tokens in the session, the prompt's and each generated one evaluated */
+    seen = pc.all ? malloc(((size_t)n_ctx + 1) * sizeof *seen) : NULL; /* the session holds at most n_ctx */
+    n_seen = nt;
+    if (pc.all && !seen) {
+        fprintf(stderr, "fucina run: out of memory\n");
+        goto done;
+    }
+    if (seen) memcpy(seen, toks, nt * sizeof *seen);
     int stopped = 0;
     long n_out = 0; /* tokens generated (the end token included) */
     const double t_gen = fc_cli_now_ms();
@@ -307,6 +318,7 @@ int fc_cmd_run(int argc, char **argv) {
         if (stopped || k + 1 == n_gen || fc_llm_session_pos(s) >= n_ctx || (gm && fc_grammar_matcher_done(gm)))
             break;
         if (fc_llm_session_eval_ex(ctx, s, &t, 1, FC_LLM_LOGITS_LAST, logits) != FC_OK) goto fail;
+        if (seen) seen[n_seen++] = t;
         last = logits;
     }
     if (!stopped) {
@@ -317,6 +329,7 @@ int fc_cmd_run(int argc, char **argv) {
         flush_text(pend, &n_pend, stop, shown, n_stop, 1);
     }
     printf("\n"); /* a terminal's line buffer prints the text before the report */
+    if (fc_cli_prompt_cache_save_all(ctx, &pc, s, seen, n_seen) != FC_OK) goto fail;
     const double t_end = fc_cli_now_ms();
     fc_cli_perf_print("run", load_ms, prompt_ms, (long)n_eval, t_end - t_gen, n_out, t_end - t_start);
     rc = 0;
@@ -324,6 +337,7 @@ int fc_cmd_run(int argc, char **argv) {
 fail:
     fprintf(stderr, "fucina run: %s\n", fc_ctx_error(ctx));
 done:
+    free(seen);
     free(pend);
     fc_detok_stream_free(ds);
     fc_sampler_free(smp);

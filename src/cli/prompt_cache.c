@@ -19,6 +19,10 @@ int fc_cli_prompt_cache_arg(const char *cmd, int argc, char **argv, int *i, fc_c
         pc->ro = 1;
         return 1;
     }
+    if (!strcmp(a, "--prompt-cache-all")) {
+        pc->all = 1;
+        return 1;
+    }
     if (strcmp(a, "--prompt-cache")) return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "fucina %s: --prompt-cache needs a value (see --help)\n", cmd);
@@ -39,8 +43,15 @@ int fc_cli_prompt_cache_arg(const char *cmd, int argc, char **argv, int *i, fc_c
 
 int fc_cli_prompt_cache_check(const char *cmd, const fc_cli_prompt_cache *pc, const char *model, const char *logits_out)
 {
-    if (pc->ro && !pc->path) {
-        fprintf(stderr, "fucina %s: --prompt-cache-ro needs --prompt-cache FILE (see --help)\n", cmd);
+    if ((pc->ro || pc->all) && !pc->path) {
+        fprintf(stderr, "fucina %s: %s needs --prompt-cache FILE (see --help)\n", cmd,
+                pc->ro ? "--prompt-cache-ro" : "--prompt-cache-all");
+        return -1;
+    }
+    if (pc->ro && pc->all) {
+        fprintf(stderr, "fucina %s: --prompt-cache-all saves the generation to the file, which --prompt-cache-ro "
+                        "never writes: give one\n",
+                cmd);
         return -1;
     }
     if (!pc->path) return 0;
@@ -91,4 +102,11 @@ fc_status fc_cli_prompt_cache_prefill(fc_ctx *ctx, const char *cmd, const fc_cli
     *n_eval = nt - reused;
     if (pc->ro) return FC_OK;
     return fc_llm_session_save(ctx, s, pc->path, toks, nt);
+}
+
+fc_status fc_cli_prompt_cache_save_all(fc_ctx *ctx, const fc_cli_prompt_cache *pc, fc_llm_session *s,
+                                       const fc_token *toks, size_t n)
+{
+    if (!pc->path || !pc->all) return FC_OK;
+    return fc_llm_session_save(ctx, s, pc->path, toks, n);
 }

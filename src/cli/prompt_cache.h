@@ -14,6 +14,7 @@
 typedef struct fc_cli_prompt_cache {
     const char *path; /* --prompt-cache FILE; NULL: none */
     int ro;           /* --prompt-cache-ro: read it, never write it */
+    int all;          /* --prompt-cache-all: save the generated tokens too, after the generation */
 } fc_cli_prompt_cache;
 
 /* If argv[*i] is --prompt-cache (with its value) or --prompt-cache-ro,
@@ -37,5 +38,11 @@ int fc_cli_prompt_cache_check(const char *cmd, const fc_cli_prompt_cache *pc, co
 fc_status fc_cli_prompt_cache_prefill(fc_ctx *ctx, const char *cmd, const fc_cli_prompt_cache *pc, fc_llm_session *s,
                                       const fc_token *toks, size_t nt, fc_llm_logits which, float *logits,
                                       size_t *n_eval);
+
+/* With --prompt-cache-all: save the state after the generation, toks[0..n)
+ * being the prompt and the generated tokens evaluated (the session's
+ * positions), as llama-cli's --prompt-cache-all does; FC_OK otherwise. */
+fc_status fc_cli_prompt_cache_save_all(fc_ctx *ctx, const fc_cli_prompt_cache *pc, fc_llm_session *s,
+                                       const fc_token *toks, size_t n);
 
 #endif
