@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "exec/ctx.h"
 #include "io/json_value.h"
 #include "llm/chat_internal.h"
@@ -42,8 +43,7 @@ void fc_chat_mistral_call_id(const char *id, char out[10])
         memcpy(out, id, 10);
         return;
     }
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)id[i]) * 0x100000001b3ull;
+    uint64_t h = fc_fnv1a(FC_FNV1A_INIT, id ? id : "", n);
     for (int k = 0; k < 9; k++) {
         out[k] = alnum[h % 62];
         h = h / 62 ^ (h * 0x9E3779B97F4A7C15ull);

@@ -4,14 +4,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "llm/tokenizer_internal.h"
 
 uint64_t fctk_hash(const void *p, size_t len, uint32_t split) {
     /* FNV-1a over the bytes, then the split point mixed in, then a final
      * avalanche so the low bits used for the slot index are well spread. */
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < len; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    uint64_t h = fc_fnv1a(FC_FNV1A_INIT, p, len);
     h ^= (uint64_t)split * 0x9e3779b97f4a7c15ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fucina/fucina.h"
+#include "core/hash.h"
 #include "exec/ctx.h"
 #include "train/spirals.h"
 
@@ -90,13 +91,7 @@ static int64_t default_steps(fc_optim_kind k)
     return 2000;
 }
 
-static uint64_t fnv(uint64_t h, const fc_tensor *t)
-{
-    const unsigned char *p = fc_tensor_data(t);
-    size_t n = fc_tensor_nbytes(t);
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
+static uint64_t fnv(uint64_t h, const fc_tensor *t) { return fc_fnv1a(h, fc_tensor_data(t), fc_tensor_nbytes(t)); }
 
 fc_status fc_spirals_train(fc_ctx *ctx, const fc_spirals_config *cfg, fc_spirals_result *res)
 {
@@ -157,7 +152,7 @@ fc_status fc_spirals_train(fc_ctx *ctx, const fc_spirals_config *cfg, fc_spirals
         res->steps = fc_optim_steps(opt);
         res->loss = loss;
         res->accuracy = acc;
-        uint64_t h = 0xcbf29ce484222325ull;
+        uint64_t h = FC_FNV1A_INIT;
         fc_tensor *ps[6] = {m.w1, m.b1, m.w2, m.b2, m.w3, m.b3};
         for (int i = 0; i < 6; i++) h = fnv(h, ps[i]);
         res->param_hash = h;
