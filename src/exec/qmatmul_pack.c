@@ -28,16 +28,18 @@
 
 /* Rows per packed group (the layout's interleave; the kernels' NR). */
 #define QP_ROWS 16
-/* Bytes per group and block; per activation block (q8_0s / q8_0u, q8_Ks). */
-#define QP_Q4_0_GROUP_BLOCK 320
-#define QP_Q8_0_GROUP_BLOCK 640
-#define QP_Q4_K_GROUP_BLOCK 2560
+/* Bytes per group and block (q4_0 and q8_0: exactly 16 row-major blocks, so the
+ * packed copy is the size of the matrix; q4_K: 2496 against 2304, its scales and
+ * mins pre-decoded); per activation block (q8_0s, q8_Ks). */
+#define QP_Q4_0_GROUP_BLOCK 288
+#define QP_Q8_0_GROUP_BLOCK 544
+#define QP_Q4_K_GROUP_BLOCK 2496
 #define QP_Q4_K_ACT_BLOCK 276
 #define QP_ACT_BLOCK 40
 /* Smallest M for the packed path. Measured (fucina-bench quant --shape, 1
  * thread, CPU time, q4_0 K 1024/3072): at M = 2 packed 55 GFLOP/s vs 23
- * row-major, at M = 1 (a DRAM stream; the packed copy is 11% larger) 19 vs
- * 20: decode keeps the row-major path. docs/bench_quant_draft.md, "packed". */
+ * row-major, at M = 1 (a DRAM stream; the packed copy, with f32 scales then,
+ * 11% larger) 19 vs 20: decode keeps the row-major path. docs/bench_quant_draft.md, "packed". */
 #define QP_MIN_M 2
 /* About this many bytes of packed W per task (stays in L2 while the M tiles
  * of A pass over it), and activation rows per task at large M. */
@@ -117,15 +119,14 @@ static int packed_kernels(uint32_t wtype, qp_kernels *k)
     return 0;
 }
 
-/* One block of weight row r (0..15 in its group) into its group's block. */
-typedef void (*qp_pack_block_fn)(const unsigned char *src, unsigned char *dst, int r);
+/* Block b (of nb) of weight row r (0..15 in its group) into its group g. */
+typedef void (*qp_pack_block_fn)(const unsigned char *src, unsigned char *g, size_t b, size_t nb, int r);
 
 /* The walk every format shares: group g's block b holds block b of rows
  * 16g .. 16g+15, each packed by `block` at its row's place. A last, partial
  * group repeats row n-1: the kernel always reads 16 rows, and the surplus
  * columns are never stored. */
-static void pack_groups(const fc_qweights *q, size_t block_elems, size_t src_block, size_t group_block,
-                        qp_pack_block_fn block)
+static void pack_groups(const fc_qweights *q, size_t block_elems, size_t src_block, qp_pack_block_fn block)
 {
     size_t nb = (size_t)q->k / block_elems;
     for (int64_t g = 0; g < q->ngroups; g++) {
@@ -133,7 +134,7 @@ static void pack_groups(const fc_qweights *q, size_t block_elems, size_t src_blo
         for (int r = 0; r < QP_ROWS; r++) {
             int64_t row = g * QP_ROWS + r < q->n ? g * QP_ROWS + r : q->n - 1;
             const unsigned char *src = (const unsigned char *)q->w + (size_t)row * q->w_row_bytes;
-            for (size_t b = 0; b < nb; b++) block(src + b * src_block, gp + b * group_block, r);
+            for (size_t b = 0; b < nb; b++) block(src + b * src_block, gp, b, nb, r);
         }
     }
 }
@@ -147,36 +148,33 @@ static void put_nibbles(unsigned char *dst, int r, const unsigned char u[32])
         for (int t = 0; t < 4; t++) dst[64 * p + 4 * r + t] = (unsigned char)(u[8 * p + t] | u[8 * p + 4 + t] << 4);
 }
 
-/* q4_0 -> packed groups (layout in registry/quant_packed.yaml): f32 scales,
- * then the nibbles. */
-static void pack_q4_0_block(const unsigned char *src, unsigned char *dst, int r)
+/* q4_0 -> packed groups (layout in registry/quant_packed.yaml): every
+ * block's nibbles (256 bytes a block: the kernels' loads stay 64-byte
+ * aligned), then every block's f16 scales (32 bytes). */
+static void pack_q4_0_block(const unsigned char *src, unsigned char *g, size_t b, size_t nb, int r)
 {
     fcq_block_q4_0 x;
     memcpy(&x, src, sizeof x);
-    float d = fc_f16_to_f32((fc_f16){x.d});
-    memcpy(dst + 4 * r, &d, 4);
+    memcpy(g + nb * 256 + b * 32 + 2 * r, &x.d, 2);
     /* element e's nibble: qs[e] low (e < 16), qs[e-16] high */
     unsigned char u[32];
     for (int l = 0; l < 16; l++) {
         u[l] = x.qs[l] & 0xF;
         u[l + 16] = x.qs[l] >> 4;
     }
-    put_nibbles(dst + 64, r, u);
+    put_nibbles(g + b * 256, r, u);
 }
 
-/* q8_0 -> packed groups: f32 scales, the -128 * quant-sum biases, quants
- * in 4-byte quads of the 16 rows. */
-static void pack_q8_0_block(const unsigned char *src, unsigned char *dst, int r)
+/* q8_0 -> packed groups: every block's quants + 128 (vpdpbusd's unsigned
+ * operand; the activations' -128 sum undoes the offset) in 4-byte quads of
+ * the 16 rows, 512 bytes a block, then every block's f16 scales. */
+static void pack_q8_0_block(const unsigned char *src, unsigned char *g, size_t b, size_t nb, int r)
 {
     fcq_block_q8_0 x;
     memcpy(&x, src, sizeof x);
-    float d = fc_f16_to_f32((fc_f16){x.d});
-    int32_t s = 0;
-    for (int e = 0; e < 32; e++) s += x.qs[e];
-    s *= -128; /* undoes the activations' +128 */
-    memcpy(dst + 4 * r, &d, 4);
-    memcpy(dst + 64 + 4 * r, &s, 4);
-    for (int k = 0; k < 8; k++) memcpy(dst + 128 + 64 * k + 4 * r, x.qs + 4 * k, 4);
+    memcpy(g + nb * 512 + b * 32 + 2 * r, &x.d, 2);
+    for (int k = 0; k < 8; k++)
+        for (int t = 0; t < 4; t++) g[b * 512 + 64 * k + 4 * r + t] = (unsigned char)(x.qs[4 * k + t] + 128);
 }
 
 /* The 6-bit scale and min of sub-block s of a q4_K block (12 packed bytes). */
@@ -191,26 +189,27 @@ static void scale_min_k4(int s, const uint8_t *q, int *sc, int *m)
     }
 }
 
-/* q4_K -> packed groups: f32 d and dmin, the 6-bit scales as bytes and the
+/* q4_K -> packed groups: f16 d and dmin, the 6-bit scales as bytes and the
  * mins as int16 pairs (pre-decoded: no bit games in the kernel), each
  * sub-block's nibbles laid out like a q4_0 block. */
-static void pack_q4_K_block(const unsigned char *src, unsigned char *dst, int r)
+static void pack_q4_K_block(const unsigned char *src, unsigned char *g, size_t b, size_t nb, int r)
 {
+    (void)nb;
+    unsigned char *dst = g + b * QP_Q4_K_GROUP_BLOCK;
     fcq_block_q4_K x;
     memcpy(&x, src, sizeof x);
-    float d = fc_f16_to_f32((fc_f16){x.d}), dm = fc_f16_to_f32((fc_f16){x.dmin});
-    memcpy(dst + 4 * r, &d, 4);
-    memcpy(dst + 64 + 4 * r, &dm, 4);
+    memcpy(dst + 2 * r, &x.d, 2);
+    memcpy(dst + 32 + 2 * r, &x.dmin, 2);
     for (int s = 0; s < 8; s++) {
         int sc, m;
         scale_min_k4(s, x.scales, &sc, &m);
-        dst[128 + 16 * s + r] = (unsigned char)sc;
+        dst[64 + 16 * s + r] = (unsigned char)sc;
         int16_t m16 = (int16_t)m;
-        memcpy(dst + 256 + 64 * (s / 2) + 4 * r + 2 * (s % 2), &m16, 2);
+        memcpy(dst + 192 + 64 * (s / 2) + 4 * r + 2 * (s % 2), &m16, 2);
         /* sub-block s: low (s even) or high (s odd) nibbles of qs[32 (s/2) ..] */
         unsigned char u[32];
         for (int l = 0; l < 32; l++) u[l] = (x.qs[32 * (s / 2) + l] >> (4 * (s % 2))) & 0xF;
-        put_nibbles(dst + 512 + 256 * s, r, u);
+        put_nibbles(dst + 448 + 256 * s, r, u);
     }
 }
 
@@ -241,9 +240,9 @@ int fc_qweights_prepare(fc_qweights **out, const void *w, uint32_t wtype, int64_
             free(q);
             return fail(err, errlen, "fc_qweights_prepare: out of memory for the packed copy");
         }
-        if (wtype == FCQ_Q4_0) pack_groups(q, 32, sizeof(fcq_block_q4_0), QP_Q4_0_GROUP_BLOCK, pack_q4_0_block);
-        else if (wtype == FCQ_Q8_0) pack_groups(q, 32, sizeof(fcq_block_q8_0), QP_Q8_0_GROUP_BLOCK, pack_q8_0_block);
-        else pack_groups(q, 256, sizeof(fcq_block_q4_K), QP_Q4_K_GROUP_BLOCK, pack_q4_K_block);
+        if (wtype == FCQ_Q4_0) pack_groups(q, 32, sizeof(fcq_block_q4_0), pack_q4_0_block);
+        else if (wtype == FCQ_Q8_0) pack_groups(q, 32, sizeof(fcq_block_q8_0), pack_q8_0_block);
+        else pack_groups(q, 256, sizeof(fcq_block_q4_K), pack_q4_K_block);
     }
     *out = q;
     return 0;
@@ -301,8 +300,8 @@ typedef struct qp_job {
 /* Activation row i: q8_0 by the generated quantizer into the tail of its own
  * 40-byte-block slot, then widened forward in place (block b's 40 bytes end
  * at or before block b+1's 34 start, and each block is read out first) to
- * q8_0s (q4_0 weights: d, -8 sum qs, qs) or q8_0u (q8_0 weights: d, 0,
- * qs + 128 unsigned). */
+ * q8_0s: d as f32, the weights' offset times the quant sum (-8 for q4_0's
+ * nibbles, -128 for q8_0's quants + 128), qs. */
 static void qp_quant(void *arg, int64_t i, int worker)
 {
     (void)worker;
@@ -333,16 +332,12 @@ static void qp_quant(void *arg, int64_t i, int worker)
         float d = fc_f16_to_f32((fc_f16){y.d});
         int32_t s = 0;
         for (int e = 0; e < 32; e++) s += y.qs[e];
-        s *= -8; /* the nibbles' offset: sum (u - 8) a = sum u a - 8 sum a */
+        /* the weights' offset: sum (u - o) a = sum u a - o sum a */
+        s *= j->q->wtype == FCQ_Q4_0 ? -8 : -128;
         unsigned char *dst = row + b * QP_ACT_BLOCK;
         memcpy(dst, &d, 4);
-        if (j->q->wtype == FCQ_Q4_0) {
-            memcpy(dst + 4, &s, 4);
-            memcpy(dst + 8, y.qs, 32);
-        } else {
-            memset(dst + 4, 0, 4);
-            for (int e = 0; e < 32; e++) dst[8 + e] = (unsigned char)(y.qs[e] + 128);
-        }
+        memcpy(dst + 4, &s, 4);
+        memcpy(dst + 8, y.qs, 32);
     }
 }
 

@@ -220,6 +220,30 @@ Test(qmatmul_packed, q4_K_shapes)
     fc_workers_free(pool);
 }
 
+/* The packed layout's size against the row-major matrix it comes from: q4_0
+ * and q8_0 keep every byte count (f16 scales, no stored sums), so a copy
+ * costs no more bandwidth than the original at small M; a partial last group
+ * is padded to 16 rows. q4_K stores its scales and mins pre-decoded: 2496
+ * bytes per 16 rows and super-block, against 16 x 144. */
+Test(qmatmul_packed, packed_size_against_row_major)
+{
+    static const struct { fcq_type t; int64_t k; } cases[] = {{FCQ_Q4_0, 96}, {FCQ_Q8_0, 96}, {FCQ_Q4_K, 512}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const fcq_type t = cases[c].t;
+        for (int64_t n = 16; n <= 47; n += 31) { /* one whole group; three, the last of 15 rows */
+            prob p = make(t, 1, n, cases[c].k, 3);
+            fc_qweights *q = prepare(&p, t);
+            const size_t got = fc_qweights_packed_bytes(q), groups = (size_t)(n + 15) / 16;
+            const size_t want = t == FCQ_Q4_K ? groups * (size_t)(cases[c].k / 256) * 2496 : groups * 16 * p.rb;
+            fc_qweights_free(q);
+            drop(&p);
+            if (got == 0) continue; /* no packed kernel for this format on this CPU */
+            cr_expect(got == want, "%s n=%lld: packed %zu bytes, want %zu (row-major %zu)", fcq_traits_of(t)->name,
+                      (long long)n, got, want, (size_t)n * p.rb);
+        }
+    }
+}
+
 /* A format without a packed layout: prepare keeps W only, and the prepared
  * product is fc_qmatmul's, bit for bit. */
 Test(qmatmul_packed, unpacked_format_is_row_major)
