@@ -17,8 +17,8 @@ typedef struct fc_cli_prompt_cache {
     int all;          /* --prompt-cache-all: save the generated tokens too, after the generation */
 } fc_cli_prompt_cache;
 
-/* If argv[*i] is --prompt-cache (with its value) or --prompt-cache-ro,
- * consume it (advancing *i) and return 1; 0 when it is neither; -1 after
+/* If argv[*i] is --prompt-cache (with its value), --prompt-cache-ro or
+ * --prompt-cache-all, consume it (advancing *i) and return 1; 0 when it is neither; -1 after
  * printing "fucina CMD: ..." (a missing value, a second file). */
 int fc_cli_prompt_cache_arg(const char *cmd, int argc, char **argv, int *i, fc_cli_prompt_cache *pc);
 

@@ -79,8 +79,9 @@ void fc_qmatmul_force_decode(int on);
  *
  * fc_qweights_prepare converts W once (at load time) into an interleaved
  * layout for prefill-sized products: for q4_0, q8_0 and q4_K, 16 weight
- * rows per group, block by block, the f16 scales, quants ordered for
- * vpdpbusd, q4_K's 6-bit scales and mins pre-decoded (registry/
+ * rows per group, quants ordered for vpdpbusd and the f16 scales (q4_0 and
+ * q8_0: every block's quants, then every block's scales, the size of W;
+ * q4_K: per super-block, its 6-bit scales and mins pre-decoded; registry/
  * quant_packed.yaml, generated family qgemm_packed). Formats
  * without a packed layout, or CPUs whose packed kernel would be the scalar
  * arm, keep only a reference to W. fc_qmatmul_prepared takes the packed path

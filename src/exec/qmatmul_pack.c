@@ -324,6 +324,8 @@ static void qp_quant(void *arg, int64_t i, int worker)
         }
         return;
     }
+    /* the weights' offset: sum (u - o) a = sum u a - o sum a */
+    const int32_t offset = j->q->wtype == FCQ_Q4_0 ? -8 : -128;
     unsigned char *src = row + j->nb * (QP_ACT_BLOCK - sizeof(fcq_block_q8_0));
     j->quant(j->nb * 32, j->a + i * j->lda, src);
     for (size_t b = 0; b < j->nb; b++) {
@@ -332,8 +334,7 @@ static void qp_quant(void *arg, int64_t i, int worker)
         float d = fc_f16_to_f32((fc_f16){y.d});
         int32_t s = 0;
         for (int e = 0; e < 32; e++) s += y.qs[e];
-        /* the weights' offset: sum (u - o) a = sum u a - o sum a */
-        s *= j->q->wtype == FCQ_Q4_0 ? -8 : -128;
+        s *= offset;
         unsigned char *dst = row + b * QP_ACT_BLOCK;
         memcpy(dst, &d, 4);
         memcpy(dst + 4, &s, 4);
